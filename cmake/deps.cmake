@@ -1,0 +1,13 @@
+# Finds specd's third-party dependencies (all from Debian 12 packages).
+find_package(PkgConfig REQUIRED)
+find_package(nlohmann_json 3.11 REQUIRED)
+find_package(CLI11 REQUIRED)
+find_package(fmt REQUIRED)
+find_package(hwy REQUIRED)
+find_package(Threads REQUIRED)
+set(BLA_VENDOR OpenBLAS)
+find_package(BLAS REQUIRED)
+find_path(OPENBLAS_INCLUDE_DIR cblas.h PATH_SUFFIXES openblas openblas-pthread REQUIRED)
+if(SPECD_TESTS)
+  find_package(GTest REQUIRED)
+endif()

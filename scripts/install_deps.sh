@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Installs specd's build and test dependencies from Debian 12 packages.
+set -euo pipefail
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends \
+  build-essential cmake ninja-build pkg-config git ca-certificates \
+  nlohmann-json3-dev libcli11-dev libfmt-dev libspdlog-dev libhwy-dev libopenblas-dev \
+  libxxhash-dev libpcre2-dev libutf8proc-dev libcpp-httplib-dev \
+  libgtest-dev libgmock-dev libbenchmark-dev clang-14 libclang-rt-14-dev

@@ -1,0 +1,107 @@
+// The device interface every model is written against: memory, synchronisation and the ops.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string>
+
+#include "backend/tensor.h"
+
+namespace specd {
+
+// Owning device memory; freed by the backend that allocated it.
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  DeviceBuffer(void* data, size_t bytes, Device device, void (*release)(void*))
+      : data_(data, release), bytes_(bytes), device_(device) {}
+  void* data() const { return data_.get(); }
+  size_t bytes() const { return bytes_; }
+  Device device() const { return device_; }
+  Tensor view(DType dtype, int64_t rows, int64_t cols) const {
+    return Tensor::make(data(), dtype, rows, cols, device_);
+  }
+
+ private:
+  std::unique_ptr<void, void (*)(void*)> data_{nullptr, +[](void*) {}};
+  size_t bytes_ = 0;
+  Device device_{};
+};
+
+// Precomputed rotary tables: cos/sin of position * inv_freq (already multiplied by the rope
+// scaling's attention factor), for positions [0, max_positions).
+struct RopeTable {
+  Tensor cos;  // [max_positions, head_dim / 2] f32
+  Tensor sin;  // [max_positions, head_dim / 2] f32
+};
+
+// One layer's K and V cache for every slot: k[slot][index][kv_head][head_dim].
+struct KvLayerView {
+  void* k = nullptr;
+  void* v = nullptr;
+  DType dtype = DType::kBF16;
+  int64_t capacity = 0;     // entries per slot
+  int64_t n_slots = 0;      // slots in k and v (store_kv and attention check slot < n_slots)
+  int64_t slot_stride = 0;  // elements between slots (= capacity * n_kv_heads * head_dim)
+  int n_kv_heads = 0;
+  int head_dim = 0;
+};
+
+// Where the M rows of one forward live in the KV cache and what each row attends to.
+// Without a mask, row m attends to cache entries [0, cache_index[m]] of its slot (causal).
+// With a mask, row m attends to entries [0, mask_start[m]) and to entry mask_start[m] + j for
+// each j < mask.cols with mask[m][j] != 0 (tree verification).
+struct AttentionRows {
+  int64_t count = 0;
+  Tensor slots;        // [1, M] i32: cache slot of each row
+  Tensor cache_index;  // [1, M] i32: where each row's K/V is written
+  Tensor positions;    // [1, M] i32: RoPE position of each row
+  Tensor mask_start;   // [1, M] i32, or empty (data == nullptr) for plain causal rows
+  Tensor mask;         // [M, mask_cols] i32, nonzero = visible, or empty
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual Device device() const = 0;
+  virtual std::string describe() const = 0;  // e.g. "cpu (AVX2, 2 threads)"
+
+  // ---- memory ----
+  virtual DeviceBuffer alloc(size_t bytes) = 0;
+  virtual void copy_to_device(void* dst, const void* src, size_t bytes) = 0;
+  virtual void copy_to_host(void* dst, const void* src, size_t bytes) = 0;
+  // Makes a host weight (for example a memory-mapped safetensors tensor) usable by the ops.
+  // The CPU backend returns the same view (no copy); a GPU backend uploads into `storage`.
+  virtual Tensor place_weight(const Tensor& host, DeviceBuffer* storage) = 0;
+  virtual void synchronize() = 0;
+
+  // ---- ops (M = number of rows) ----
+  // out[m] = table[ids[m]] widened to f32. ids: [1, M] i32; table: [V, D]; out: [M, D] f32.
+  virtual void embedding(const Tensor& ids, const Tensor& table, Tensor& out) = 0;
+  // y = x · wᵀ (+ bias) (+ y if accumulate). x: [M, K] f32; w: [N, K] f32/f16/bf16;
+  // bias: [1, N] or nullptr; y: [M, N] f32. For M <= kSmallBatch each row's result is
+  // bit-identical to computing it alone (batch invariance).
+  virtual void matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y,
+                      bool accumulate) = 0;
+  // y = x / sqrt(mean(x²) + eps) * weight, per row. x, y: [R, D] f32; weight: [1, D].
+  virtual void rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& y) = 0;
+  // In-place rotary embedding (rotate-half layout) of x: [M, n_heads * head_dim] f32.
+  virtual void rope(Tensor& x, int n_heads, const Tensor& positions, const RopeTable& table) = 0;
+  // out = silu(gate) * up. gate, up, out: [M, F] f32.
+  virtual void silu_mul(const Tensor& gate, const Tensor& up, Tensor& out) = 0;
+  // Writes the rows' K and V ([M, n_kv_heads * head_dim] f32) into the cache at cache_index.
+  virtual void store_kv(const Tensor& k, const Tensor& v, const KvLayerView& cache,
+                        const AttentionRows& rows) = 0;
+  // Attention of q ([M, n_heads * head_dim] f32) over the cache; out has q's shape.
+  // Each row's result is independent of the other rows (batch invariance).
+  virtual void attention(const Tensor& q, int n_heads, const KvLayerView& cache,
+                         const AttentionRows& rows, float scale, Tensor& out) = 0;
+};
+
+// Rows up to which matmul uses the batch-invariant small-batch kernels.
+inline constexpr int64_t kSmallBatch = 16;
+
+// Creates the backend for `device` (the CPU backend uses `threads` worker threads).
+std::unique_ptr<Backend> make_backend(Device device, int threads);
+
+}  // namespace specd

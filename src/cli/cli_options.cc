@@ -1,0 +1,61 @@
+// Command-line sampling and model options.
+#include "cli/cli_options.h"
+
+namespace specd::cli {
+
+void SamplingOptions::add_to(CLI::App& command) {
+  command.add_option("--temperature", temperature,
+                     "Sampling temperature; 0 = greedy (default: the model's "
+                     "generation_config.json if it sets do_sample, else 0)");
+  command.add_option("--top-k", top_k, "Keep the k most likely tokens (0 = off)");
+  command.add_option("--top-p", top_p, "Nucleus sampling: keep the smallest set with mass >= p");
+  command.add_option("--min-p", min_p, "Drop tokens below min_p x the top probability");
+  command.add_option("--repetition-penalty", repetition_penalty,
+                     "Penalise tokens of the prompt and output (1 = off)");
+  command.add_option("--presence-penalty", presence_penalty, "OpenAI presence penalty")
+      ->check(CLI::Range(-2.0, 2.0));
+  command.add_option("--frequency-penalty", frequency_penalty, "OpenAI frequency penalty")
+      ->check(CLI::Range(-2.0, 2.0));
+  command.add_option("--seed", seed, "Random seed for sampling")->capture_default_str();
+}
+
+SamplingParams SamplingOptions::resolve(const ModelConfig& config) const {
+  SamplingParams p;
+  if (config.do_sample) {
+    p.temperature = config.temperature;
+    p.top_p = config.top_p;
+    p.top_k = config.top_k;
+    p.min_p = config.min_p;
+    p.repetition_penalty = config.repetition_penalty;
+  }
+  if (temperature) p.temperature = *temperature;
+  if (top_p) p.top_p = *top_p;
+  if (top_k) p.top_k = *top_k;
+  if (min_p) p.min_p = *min_p;
+  if (repetition_penalty) p.repetition_penalty = *repetition_penalty;
+  p.presence_penalty = presence_penalty;
+  p.frequency_penalty = frequency_penalty;
+  p.seed = seed;
+  validate_sampling_params(p);
+  return p;
+}
+
+void add_model_options(CLI::App& command, LoadOptions& options, std::string& kv_dtype) {
+  command.add_option("-m,--model", options.model_dir, "Hugging Face model directory")
+      ->required()
+      ->check(CLI::ExistingDirectory);
+  command.add_option("--device", options.device, "Device: cpu, cuda or cuda:N")
+      ->capture_default_str();
+  command.add_option("-t,--threads", options.threads, "CPU threads (0 = all cores)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  command.add_option("--kv-dtype", kv_dtype, "KV cache element type: bf16, f16 or f32")
+      ->check(CLI::IsMember({"bf16", "f16", "f32"}))
+      ->capture_default_str();
+  command.add_option("-c,--ctx-size", options.context,
+                     "KV cache entries (0 = just enough for the request)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+}
+
+}  // namespace specd::cli

@@ -1,0 +1,116 @@
+// `specd generate`: plain generation from a prompt, streamed to stdout or as one JSON object.
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <optional>
+
+#include "cli/commands.h"
+#include "cli/model_loader.h"
+#include "cli/cli_options.h"
+#include "core/error.h"
+#include "engine/generator.h"
+
+namespace specd::cli {
+
+namespace {
+
+struct GenerateOptions {
+  LoadOptions load;
+  std::string kv_dtype = "bf16";
+  std::string prompt_text, prompt_file, prompt_ids;
+  int max_tokens = 128;
+  bool ignore_eos = false;
+  bool json = false;
+  SamplingOptions sampling;
+};
+
+std::vector<int32_t> resolve_prompt(const GenerateOptions& o) {
+  if (!o.prompt_ids.empty()) return parse_token_ids(o.prompt_ids);
+  fail("text prompts (--prompt, --prompt-file) need the model's tokenizer, which this build "
+       "cannot read yet; pass token ids with --prompt-ids");
+}
+
+nlohmann::json stats_json(const GenerationStats& s) {
+  return {{"prompt_tokens", s.prompt_tokens},
+          {"generated_tokens", s.generated_tokens},
+          {"prefill_seconds", s.prefill_seconds},
+          {"decode_seconds", s.decode_seconds},
+          {"sample_seconds", s.sample_seconds},
+          {"prefill_tok_s", s.prefill_tok_s()},
+          {"decode_tok_s", s.decode_tok_s()},
+          {"forwards", s.forwards},
+          {"drafted", 0},
+          {"accepted", 0},
+          {"acceptance_length", 1.0}};
+}
+
+void run_generate(GenerateOptions& o) {
+  std::vector<int32_t> prompt = resolve_prompt(o);
+  SPECD_CHECK(o.max_tokens >= 1, "--max-tokens must be at least 1");
+  o.load.kv_dtype = parse_kv_dtype(o.kv_dtype);
+  const int needed = static_cast<int>(prompt.size()) + o.max_tokens;
+  if (o.load.context == 0) o.load.context = needed;
+  SPECD_CHECK(needed <= o.load.context,
+              "prompt ({} tokens) + --max-tokens ({}) exceed --ctx-size ({})", prompt.size(),
+              o.max_tokens, o.load.context);
+  o.load.progress = !o.json;
+  LoadedModel loaded = load_model(o.load);
+
+  GenerateRequest request;
+  request.prompt = prompt;
+  request.max_tokens = o.max_tokens;
+  request.sampling = o.sampling.resolve(loaded.config);
+  if (!o.ignore_eos) request.stop_tokens = loaded.config.eos_token_ids;
+
+  Generator generator(*loaded.model, *loaded.kv);
+  auto stream = [&](int32_t token) {
+    if (!o.json) {
+      std::printf("%d ", token);
+      std::fflush(stdout);
+    }
+    return true;
+  };
+  GenerationResult result = generator.generate(request, stream);
+  const GenerationStats& s = result.stats;
+  if (o.json) {
+    nlohmann::json out = {{"tokens", result.tokens},
+                          {"text", nullptr},
+                          {"finish_reason", result.finish_reason},
+                          {"stats", stats_json(s)}};
+    std::printf("%s\n", out.dump().c_str());
+  } else {
+    std::printf("\n");
+    std::fprintf(stderr,
+                 "prompt %d tok at %.1f tok/s | generated %d tok at %.2f tok/s | finish: %s\n",
+                 s.prompt_tokens, s.prefill_tok_s(), s.generated_tokens, s.decode_tok_s(),
+                 result.finish_reason.c_str());
+  }
+}
+
+}  // namespace
+
+void register_generate_command(CLI::App& app) {
+  auto options = std::make_shared<GenerateOptions>();
+  CLI::App* cmd = app.add_subcommand("generate", "Generate text from a prompt");
+  add_model_options(*cmd, options->load, options->kv_dtype);
+  auto* text = cmd->add_option("-p,--prompt", options->prompt_text, "Prompt text");
+  auto* file = cmd->add_option("-f,--prompt-file", options->prompt_file, "Read the prompt from a file")
+                   ->check(CLI::ExistingFile);
+  auto* ids = cmd->add_option("--prompt-ids", options->prompt_ids,
+                              "Prompt as token ids, e.g. \"1,2,3\"");
+  text->excludes(file)->excludes(ids);
+  file->excludes(ids);
+  cmd->add_option("-n,--max-tokens", options->max_tokens, "Tokens to generate")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_flag("--ignore-eos", options->ignore_eos, "Do not stop at end-of-sequence tokens");
+  cmd->add_flag("--json", options->json, "Print one JSON object with tokens, text and stats");
+  options->sampling.add_to(*cmd);
+  cmd->callback([options, text, file, ids] {
+    SPECD_CHECK(text->count() + file->count() + ids->count() == 1,
+                "give a prompt with --prompt, --prompt-file or --prompt-ids");
+    run_generate(*options);
+  });
+}
+
+}  // namespace specd::cli

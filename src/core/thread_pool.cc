@@ -1,0 +1,86 @@
+// Spin-then-sleep thread pool with static, timing-independent loop partitioning.
+#include "core/thread_pool.h"
+
+#include <algorithm>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define SPECD_CPU_RELAX() _mm_pause()
+#else
+#define SPECD_CPU_RELAX() std::this_thread::yield()
+#endif
+
+namespace specd {
+
+namespace {
+constexpr int kSpinIterations = 200000;  // about 0.1 to 1 ms of spinning before sleeping
+}
+
+ThreadPool::ThreadPool(int n_threads) : n_threads_(std::max(1, n_threads)) {
+  for (int t = 1; t < n_threads_; ++t) workers_.emplace_back([this, t] { worker_loop(t); });
+}
+
+ThreadPool::~ThreadPool() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stop_.store(true);
+    generation_.fetch_add(1);
+  }
+  wake_.notify_all();
+  for (auto& worker : workers_) worker.join();
+}
+
+int ThreadPool::hardware_threads() {
+  unsigned n = std::thread::hardware_concurrency();
+  return n == 0 ? 1 : static_cast<int>(n);
+}
+
+void ThreadPool::run_share(int thread) {
+  int64_t per = (job_n_ + n_threads_ - 1) / n_threads_;
+  per = (per + job_grain_ - 1) / job_grain_ * job_grain_;
+  int64_t begin = std::min<int64_t>(job_n_, per * thread);
+  int64_t end = std::min<int64_t>(job_n_, begin + per);
+  if (begin < end) (*job_)(begin, end, thread);
+}
+
+void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64_t, int)>& fn,
+                              int64_t grain) {
+  if (n <= 0) return;
+  if (n_threads_ == 1 || n <= grain) {
+    fn(0, n, 0);
+    return;
+  }
+  job_ = &fn;
+  job_n_ = n;
+  job_grain_ = std::max<int64_t>(1, grain);
+  pending_.store(n_threads_ - 1, std::memory_order_relaxed);
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    generation_.fetch_add(1, std::memory_order_release);
+  }
+  wake_.notify_all();
+  run_share(0);
+  while (pending_.load(std::memory_order_acquire) != 0) SPECD_CPU_RELAX();
+  job_ = nullptr;
+}
+
+void ThreadPool::worker_loop(int thread) {
+  uint64_t seen = 0;
+  for (;;) {
+    int spins = 0;
+    while (generation_.load(std::memory_order_acquire) == seen && spins < kSpinIterations) {
+      SPECD_CPU_RELAX();
+      ++spins;
+    }
+    if (generation_.load(std::memory_order_acquire) == seen) {
+      std::unique_lock<std::mutex> lock(mutex_);
+      wake_.wait(lock, [&] { return generation_.load(std::memory_order_acquire) != seen; });
+    }
+    seen = generation_.load(std::memory_order_acquire);
+    if (stop_.load()) return;
+    run_share(thread);
+    pending_.fetch_sub(1, std::memory_order_acq_rel);
+  }
+}
+
+}  // namespace specd

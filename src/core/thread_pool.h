@@ -1,0 +1,50 @@
+// A fixed pool of worker threads that split a loop into one contiguous chunk per thread.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace specd {
+
+// Workers spin briefly between jobs (decode issues hundreds of small jobs per token), then sleep.
+// Chunk boundaries depend only on the loop size and the thread count, never on timing.
+class ThreadPool {
+ public:
+  explicit ThreadPool(int n_threads);
+  ~ThreadPool();
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  int size() const { return n_threads_; }
+
+  // Calls fn(begin, end, thread) for each thread's share of [0, n); the caller runs share 0.
+  // `grain` rounds chunk boundaries to multiples of itself (except the end).
+  void parallel_for(int64_t n, const std::function<void(int64_t, int64_t, int)>& fn,
+                    int64_t grain = 1);
+
+  // Number of hardware threads, at least 1.
+  static int hardware_threads();
+
+ private:
+  void worker_loop(int thread);
+  void run_share(int thread);
+
+  int n_threads_;
+  std::vector<std::thread> workers_;
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::atomic<uint64_t> generation_{0};
+  std::atomic<int> pending_{0};
+  std::atomic<bool> stop_{false};
+  // The current job (valid while pending_ > 0).
+  const std::function<void(int64_t, int64_t, int)>* job_ = nullptr;
+  int64_t job_n_ = 0;
+  int64_t job_grain_ = 1;
+};
+
+}  // namespace specd

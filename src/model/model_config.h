@@ -1,0 +1,74 @@
+// Model hyper-parameters read from a Hugging Face config.json (and generation_config.json).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+#include "io/json_file.h"
+
+namespace specd {
+
+enum class Architecture { kLlama, kQwen2, kQwen3, kMistral };
+
+enum class RopeType { kDefault, kLinear, kLlama3, kYarn };
+
+struct RopeScaling {
+  RopeType type = RopeType::kDefault;
+  double factor = 1.0;
+  // llama3
+  double low_freq_factor = 1.0;
+  double high_freq_factor = 4.0;
+  int original_max_position_embeddings = 0;
+  // yarn
+  double beta_fast = 32.0;
+  double beta_slow = 1.0;
+  double attention_factor = 0.0;  // 0 = derived from factor (and mscale, mscale_all_dim)
+  double mscale = 0.0;
+  double mscale_all_dim = 0.0;
+  bool truncate = true;
+};
+
+struct ModelConfig {
+  Architecture arch = Architecture::kLlama;
+  std::string arch_name;  // as in config.json "architectures"
+  int vocab_size = 0;
+  int hidden_size = 0;
+  int intermediate_size = 0;
+  int n_layers = 0;
+  int n_heads = 0;
+  int n_kv_heads = 0;
+  int head_dim = 0;
+  double rms_norm_eps = 1e-6;
+  double rope_theta = 10000.0;
+  RopeScaling rope;
+  int max_position_embeddings = 0;
+  bool tie_word_embeddings = false;
+  bool attention_bias = false;  // q/k/v projection biases (Qwen2; optional for Llama)
+  bool attention_out_bias = false;  // o_proj bias (Llama attention_bias)
+  bool mlp_bias = false;
+  bool qk_norm = false;  // Qwen3 per-head RMSNorm of q and k
+  int sliding_window = 0;  // 0 = none
+  DType dtype = DType::kBF16;  // torch_dtype
+  int bos_token_id = -1;
+  std::vector<int> eos_token_ids;
+  // Default sampling from generation_config.json (used when the user sets none).
+  bool do_sample = false;
+  double temperature = 1.0;
+  double top_p = 1.0;
+  int top_k = 0;
+  double min_p = 0.0;
+  double repetition_penalty = 1.0;
+
+  int q_dim() const { return n_heads * head_dim; }
+  int kv_dim() const { return n_kv_heads * head_dim; }
+};
+
+// Parses config.json content; throws specd::Error naming `what` and the key on bad values.
+ModelConfig parse_model_config(const Json& json, const std::string& what);
+// Reads `dir`/config.json and, if present, eos/bos ids from `dir`/generation_config.json.
+ModelConfig load_model_config(const std::string& dir);
+
+std::string architecture_name(Architecture arch);
+
+}  // namespace specd

@@ -1,0 +1,161 @@
+// Forward pass: embedding, N x (attention + SwiGLU MLP) with pre-RMSNorm, final norm, LM head.
+#include "model/transformer.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "core/error.h"
+#include "model/rope.h"
+
+namespace specd {
+
+Transformer::Transformer(Backend& backend, ModelConfig config, const TensorStore& store,
+                         const TransformerLimits& limits)
+    : backend_(backend), config_(std::move(config)), limits_(limits) {
+  SPECD_CHECK(limits_.max_rows > 0 && limits_.max_logit_rows > 0 && limits_.max_positions > 0,
+              "invalid transformer limits");
+  weights_ = bind_weights(config_, store, backend_);
+
+  const int half = config_.head_dim / 2;
+  std::vector<float> cos_table(static_cast<size_t>(limits_.max_positions) * half);
+  std::vector<float> sin_table(cos_table.size());
+  fill_rope_tables(compute_rope_frequencies(config_), limits_.max_positions, cos_table.data(),
+                   sin_table.data());
+  size_t table_bytes = cos_table.size() * sizeof(float);
+  rope_storage_ = backend_.alloc(2 * table_bytes);
+  auto* base = static_cast<char*>(rope_storage_.data());
+  backend_.copy_to_device(base, cos_table.data(), table_bytes);
+  backend_.copy_to_device(base + table_bytes, sin_table.data(), table_bytes);
+  Device dev = backend_.device();
+  rope_.cos = Tensor::make(base, DType::kF32, limits_.max_positions, half, dev);
+  rope_.sin = Tensor::make(base + table_bytes, DType::kF32, limits_.max_positions, half, dev);
+
+  const size_t rows = limits_.max_rows;
+  auto f32 = [&](size_t cols) { return backend_.alloc(rows * cols * sizeof(float)); };
+  indices_ = backend_.alloc(4 * rows * sizeof(int32_t));
+  zero_slots_.assign(rows, 0);
+  x_ = f32(config_.hidden_size);
+  h_ = f32(config_.hidden_size);
+  q_ = f32(config_.q_dim());
+  k_ = f32(config_.kv_dim());
+  v_ = f32(config_.kv_dim());
+  attn_ = f32(config_.q_dim());
+  gate_ = f32(config_.intermediate_size);
+  up_ = f32(config_.intermediate_size);
+  normed_ = backend_.alloc(static_cast<size_t>(limits_.max_logit_rows) * config_.hidden_size * 4);
+  logits_ = backend_.alloc(static_cast<size_t>(limits_.max_logit_rows) * config_.vocab_size * 4);
+}
+
+void Transformer::set_hidden_capture(std::vector<int> layers) {
+  for (int layer : layers) {
+    SPECD_CHECK(layer >= 0 && layer <= config_.n_layers, "hidden-state layer {} out of [0, {}]",
+                layer, config_.n_layers);
+  }
+  capture_layers_ = std::move(layers);
+  captured_ = backend_.alloc(std::max<size_t>(1, capture_layers_.size()) * limits_.max_rows *
+                             config_.hidden_size * sizeof(float));
+}
+
+Tensor Transformer::hidden(size_t capture_index) const {
+  SPECD_CHECK(capture_index < capture_layers_.size(), "no hidden-state capture {}",
+              capture_index);
+  const int64_t d = config_.hidden_size;
+  auto* base = static_cast<float*>(captured_.data()) + capture_index * limits_.max_rows * d;
+  return Tensor::make(base, DType::kF32, last_rows_, d, backend_.device());
+}
+
+Tensor Transformer::forward(const ForwardBatch& batch, KvCache& kv) {
+  const int m = batch.n_rows;
+  SPECD_CHECK(m > 0 && m <= limits_.max_rows, "forward of {} rows (limit {})", m,
+              limits_.max_rows);
+  const int n_logits = batch.logit_rows ? batch.n_logit_rows : m;
+  SPECD_CHECK(n_logits >= 0 && n_logits <= limits_.max_logit_rows,
+              "{} logit rows requested (limit {})", n_logits, limits_.max_logit_rows);
+  const ModelConfig& c = config_;
+  const Device dev = backend_.device();
+  const float eps = static_cast<float>(c.rms_norm_eps);
+  const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.head_dim)));
+  last_rows_ = m;
+
+  // Stage the index arrays on the device: [tokens | positions | slots | cache_index].
+  for (int i = 0; i < m; ++i) {
+    SPECD_CHECK(batch.positions[i] >= 0 && batch.positions[i] < limits_.max_positions,
+                "position {} is outside the context of {} positions", batch.positions[i],
+                limits_.max_positions);
+  }
+  auto* idx = static_cast<int32_t*>(indices_.data());
+  const size_t stride = limits_.max_rows;
+  const int32_t* slots = batch.slots ? batch.slots : zero_slots_.data();
+  const int32_t* cache_index = batch.cache_index ? batch.cache_index : batch.positions;
+  const int32_t* host[4] = {batch.tokens, batch.positions, slots, cache_index};
+  for (int a = 0; a < 4; ++a) {
+    backend_.copy_to_device(idx + a * stride, host[a], m * sizeof(int32_t));
+  }
+  auto index_view = [&](int a) { return Tensor::make(idx + a * stride, DType::kI32, 1, m, dev); };
+  AttentionRows rows;
+  rows.count = m;
+  rows.positions = index_view(1);
+  rows.slots = index_view(2);
+  rows.cache_index = index_view(3);
+
+  auto act = [&](const DeviceBuffer& buf, int64_t cols) {
+    return Tensor::make(buf.data(), DType::kF32, m, cols, dev);
+  };
+  Tensor x = act(x_, c.hidden_size), h = act(h_, c.hidden_size);
+  Tensor q = act(q_, c.q_dim()), k = act(k_, c.kv_dim()), v = act(v_, c.kv_dim());
+  Tensor attn = act(attn_, c.q_dim());
+  Tensor gate = act(gate_, c.intermediate_size), up = act(up_, c.intermediate_size);
+  auto bias = [](const Tensor& t) { return t.data ? &t : nullptr; };
+  auto capture = [&](int layer) {
+    for (size_t i = 0; i < capture_layers_.size(); ++i) {
+      if (capture_layers_[i] != layer) continue;
+      Tensor dst = hidden(i);
+      backend_.copy_to_device(dst.data, x.data, x.bytes());  // TODO(cuda): device-to-device
+    }
+  };
+
+  backend_.embedding(index_view(0), weights_.embed, x);
+  capture(0);
+  for (int l = 0; l < c.n_layers; ++l) {
+    const LayerWeights& w = weights_.layers[l];
+    const KvLayerView cache = kv.layer(l);
+    backend_.rms_norm(x, w.input_norm, eps, h);
+    backend_.matmul(h, w.wq, bias(w.bq), q, false);
+    backend_.matmul(h, w.wk, bias(w.bk), k, false);
+    backend_.matmul(h, w.wv, bias(w.bv), v, false);
+    if (c.qk_norm) {
+      Tensor q_heads = q.reshape_cols(c.head_dim), k_heads = k.reshape_cols(c.head_dim);
+      backend_.rms_norm(q_heads, w.q_norm, eps, q_heads);
+      backend_.rms_norm(k_heads, w.k_norm, eps, k_heads);
+    }
+    backend_.rope(q, c.n_heads, rows.positions, rope_);
+    backend_.rope(k, c.n_kv_heads, rows.positions, rope_);
+    backend_.store_kv(k, v, cache, rows);
+    backend_.attention(q, c.n_heads, cache, rows, scale, attn);
+    backend_.matmul(attn, w.wo, bias(w.bo), x, true);
+    backend_.rms_norm(x, w.post_norm, eps, h);
+    backend_.matmul(h, w.w_gate, bias(w.b_gate), gate, false);
+    backend_.matmul(h, w.w_up, bias(w.b_up), up, false);
+    backend_.silu_mul(gate, up, gate);
+    backend_.matmul(gate, w.w_down, bias(w.b_down), x, true);
+    capture(l + 1);
+  }
+
+  Tensor normed = Tensor::make(normed_.data(), DType::kF32, n_logits, c.hidden_size, dev);
+  if (batch.logit_rows == nullptr) {
+    backend_.rms_norm(x, weights_.final_norm, eps, normed);
+  } else {
+    for (int i = 0; i < n_logits; ++i) {
+      int r = batch.logit_rows[i];
+      SPECD_CHECK(r >= 0 && r < m, "logit row {} out of range", r);
+      Tensor dst = normed.slice_rows(i, 1);
+      backend_.rms_norm(x.slice_rows(r, 1), weights_.final_norm, eps, dst);
+    }
+  }
+  Tensor logits = Tensor::make(logits_.data(), DType::kF32, n_logits, c.vocab_size, dev);
+  if (n_logits > 0) backend_.matmul(normed, weights_.lm_head, nullptr, logits, false);
+  return logits;
+}
+
+}  // namespace specd

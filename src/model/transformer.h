@@ -1,0 +1,69 @@
+// The decoder-only transformer forward (Llama, Qwen2, Qwen3, Mistral), written against Backend.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "backend/backend.h"
+#include "io/tensor_store.h"
+#include "kv/kv_cache.h"
+#include "model/model_config.h"
+#include "model/weights.h"
+
+namespace specd {
+
+// The rows of one forward. All arrays are host memory of n_rows entries.
+struct ForwardBatch {
+  int n_rows = 0;
+  const int32_t* tokens = nullptr;
+  const int32_t* positions = nullptr;    // RoPE positions
+  const int32_t* slots = nullptr;        // KV cache slot per row (nullptr = all slot 0)
+  const int32_t* cache_index = nullptr;  // KV entry per row (nullptr = the position)
+  // Rows whose logits are wanted, in output order (nullptr with n_logit_rows == n_rows = all).
+  const int32_t* logit_rows = nullptr;
+  int n_logit_rows = 0;
+};
+
+struct TransformerLimits {
+  int max_rows = 512;       // rows per forward; longer prompts are prefilled in chunks
+  int max_logit_rows = kSmallBatch;
+  int max_positions = 4096;  // RoPE table size (>= the KV cache capacity)
+};
+
+class Transformer {
+ public:
+  // `store` must outlive the transformer (the CPU backend reads weights from its mapping).
+  Transformer(Backend& backend, ModelConfig config, const TensorStore& store,
+              const TransformerLimits& limits);
+
+  const ModelConfig& config() const { return config_; }
+  const ModelWeights& weights() const { return weights_; }
+  const TransformerLimits& limits() const { return limits_; }
+  Backend& backend() { return backend_; }
+
+  // Asks for the residual stream after these layers (0 = embeddings, i = after layer i).
+  void set_hidden_capture(std::vector<int> layers);
+  const std::vector<int>& hidden_capture() const { return capture_layers_; }
+
+  // Runs the rows, writing their K/V into `kv` and returning logits [n_logit_rows, vocab] f32
+  // (device memory, valid until the next forward). Captured hidden states, if requested, are
+  // in hidden(i) as [n_rows, hidden] f32. Does not change kv lengths.
+  Tensor forward(const ForwardBatch& batch, KvCache& kv);
+  Tensor hidden(size_t capture_index) const;
+
+ private:
+  Backend& backend_;
+  ModelConfig config_;
+  TransformerLimits limits_;
+  ModelWeights weights_;
+  RopeTable rope_;
+  DeviceBuffer rope_storage_;
+  std::vector<int> capture_layers_;
+  int last_rows_ = 0;
+  // Scratch, sized once for max_rows (no allocation per forward).
+  std::vector<int32_t> zero_slots_;  // [max_rows] host zeros for single-sequence batches
+  DeviceBuffer indices_;  // [4, max_rows] i32: tokens, positions, slots, cache_index
+  DeviceBuffer x_, h_, q_, k_, v_, attn_, gate_, up_, normed_, logits_, captured_;
+};
+
+}  // namespace specd

@@ -1,0 +1,87 @@
+// Tensor-name binding for the Llama-style decoder families (Llama, Qwen2, Qwen3, Mistral).
+#include "model/weights.h"
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+
+namespace specd {
+
+namespace {
+
+class Binder {
+ public:
+  Binder(const TensorStore& store, Backend& backend, ModelWeights& out)
+      : store_(store), backend_(backend), out_(out) {}
+
+  // A weight of shape [rows, cols] (cols == 0 means a 1-D tensor of `rows` elements).
+  Tensor bind(const std::string& name, int64_t rows, int64_t cols) {
+    const TensorInfo* info = store_.find(name);
+    SPECD_CHECK(info != nullptr, "checkpoint has no tensor '{}'", name);
+    std::vector<int64_t> expected = cols == 0 ? std::vector<int64_t>{rows}
+                                              : std::vector<int64_t>{rows, cols};
+    SPECD_CHECK(info->shape == expected, "tensor '{}' has shape [{}] but the config implies [{}]",
+                name, fmt::join(info->shape, ", "), fmt::join(expected, ", "));
+    SPECD_CHECK(info->dtype != DType::kI32, "tensor '{}' has dtype i32; expected a float type",
+                name);
+    Tensor host = Tensor::make(const_cast<uint8_t*>(info->data), info->dtype,
+                               cols == 0 ? 1 : rows, cols == 0 ? rows : cols);
+    out_.bytes += host.bytes();
+    DeviceBuffer storage;
+    Tensor placed = backend_.place_weight(host, &storage);
+    if (storage.data() != nullptr) out_.storage.push_back(std::move(storage));
+    return placed;
+  }
+
+  Tensor bind_if(bool present, const std::string& name, int64_t n) {
+    return present ? bind(name, n, 0) : Tensor{};
+  }
+
+ private:
+  const TensorStore& store_;
+  Backend& backend_;
+  ModelWeights& out_;
+};
+
+}  // namespace
+
+ModelWeights bind_weights(const ModelConfig& c, const TensorStore& store, Backend& backend) {
+  ModelWeights w;
+  Binder b(store, backend, w);
+  const int64_t d = c.hidden_size, f = c.intermediate_size, q = c.q_dim(), kv = c.kv_dim();
+  w.embed = b.bind("model.embed_tokens.weight", c.vocab_size, d);
+  for (int l = 0; l < c.n_layers; ++l) {
+    std::string p = fmt::format("model.layers.{}.", l);
+    LayerWeights L;
+    L.input_norm = b.bind(p + "input_layernorm.weight", d, 0);
+    L.wq = b.bind(p + "self_attn.q_proj.weight", q, d);
+    L.wk = b.bind(p + "self_attn.k_proj.weight", kv, d);
+    L.wv = b.bind(p + "self_attn.v_proj.weight", kv, d);
+    L.wo = b.bind(p + "self_attn.o_proj.weight", d, q);
+    L.bq = b.bind_if(c.attention_bias, p + "self_attn.q_proj.bias", q);
+    L.bk = b.bind_if(c.attention_bias, p + "self_attn.k_proj.bias", kv);
+    L.bv = b.bind_if(c.attention_bias, p + "self_attn.v_proj.bias", kv);
+    L.bo = b.bind_if(c.attention_out_bias, p + "self_attn.o_proj.bias", d);
+    L.q_norm = b.bind_if(c.qk_norm, p + "self_attn.q_norm.weight", c.head_dim);
+    L.k_norm = b.bind_if(c.qk_norm, p + "self_attn.k_norm.weight", c.head_dim);
+    L.post_norm = b.bind(p + "post_attention_layernorm.weight", d, 0);
+    L.w_gate = b.bind(p + "mlp.gate_proj.weight", f, d);
+    L.w_up = b.bind(p + "mlp.up_proj.weight", f, d);
+    L.w_down = b.bind(p + "mlp.down_proj.weight", d, f);
+    L.b_gate = b.bind_if(c.mlp_bias, p + "mlp.gate_proj.bias", f);
+    L.b_up = b.bind_if(c.mlp_bias, p + "mlp.up_proj.bias", f);
+    L.b_down = b.bind_if(c.mlp_bias, p + "mlp.down_proj.bias", d);
+    w.layers.push_back(L);
+  }
+  w.final_norm = b.bind("model.norm.weight", d, 0);
+  if (c.tie_word_embeddings) {
+    w.lm_head = w.embed;
+  } else {
+    SPECD_CHECK(store.find("lm_head.weight") != nullptr,
+                "checkpoint has no tensor 'lm_head.weight' and tie_word_embeddings is false");
+    w.lm_head = b.bind("lm_head.weight", c.vocab_size, d);
+  }
+  return w;
+}
+
+}  // namespace specd
