@@ -101,13 +101,13 @@ void run_bench(BenchOptions& o) {
     prefill.push_back(result.stats.prefill_tok_s());
     decode.push_back(result.stats.decode_tok_s());
   }
+  const double rss = peak_rss_bytes();  // before the bandwidth buffer is allocated
   const double bandwidth = measure_read_bandwidth(threads);
   const double token_bytes = bytes_per_decode_token(loaded, o.prompt_len + o.gen_len / 2.0);
   const double roofline = bandwidth / token_bytes;
   const double decode_tok_s = median(decode), prefill_tok_s = median(prefill);
   const double weights = static_cast<double>(loaded.model->weights().bytes);
   const double kv = static_cast<double>(loaded.kv->bytes());
-  const double rss = peak_rss_bytes();
 
   nlohmann::json out = {
       {"device", cpu_name()},
