@@ -109,7 +109,7 @@ void run_bench(BenchOptions& o) {
   const double weights = static_cast<double>(loaded.model->weights().bytes);
   const double kv = static_cast<double>(loaded.kv->bytes());
 
-  nlohmann::json out = {
+  nlohmann::ordered_json out = {
       {"device", cpu_name()},
       {"backend", loaded.backend->describe()},
       {"threads", threads},

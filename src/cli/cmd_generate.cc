@@ -30,7 +30,7 @@ std::vector<int32_t> resolve_prompt(const GenerateOptions& o) {
        "cannot read yet; pass token ids with --prompt-ids");
 }
 
-nlohmann::json stats_json(const GenerationStats& s) {
+nlohmann::ordered_json stats_json(const GenerationStats& s) {
   return {{"prompt_tokens", s.prompt_tokens},
           {"generated_tokens", s.generated_tokens},
           {"prefill_seconds", s.prefill_seconds},
@@ -73,7 +73,7 @@ void run_generate(GenerateOptions& o) {
   GenerationResult result = generator.generate(request, stream);
   const GenerationStats& s = result.stats;
   if (o.json) {
-    nlohmann::json out = {{"tokens", result.tokens},
+    nlohmann::ordered_json out = {{"tokens", result.tokens},
                           {"text", nullptr},
                           {"finish_reason", result.finish_reason},
                           {"stats", stats_json(s)}};

@@ -22,9 +22,9 @@ void run_info(const InfoOptions& o) {
   TensorStore store = TensorStore::open_dir(o.model_dir);
   WeightSummary w = summarize_weights(store);
   const uint64_t kv_per_token = 2ull * c.n_layers * c.kv_dim() * 2;  // K and V, bf16
-  nlohmann::json dtypes = nlohmann::json::object();
+  nlohmann::ordered_json dtypes = nlohmann::ordered_json::object();
   for (const auto& [name, bytes] : w.bytes_by_dtype) dtypes[name] = bytes;
-  nlohmann::json out = {
+  nlohmann::ordered_json out = {
       {"architecture", c.arch_name},
       {"family", architecture_name(c.arch)},
       {"parameters", w.parameters},

@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# Runs the specd command line on good and bad input: bad input must exit 1 with a clear
+# "error: ..." line (never a crash), good input must produce the documented output.
+# Usage: cli_test.sh SPECD_BINARY SOURCE_DIR
+set -u
+specd=$1
+src=$2
+fixture=$src/tests/data/golden/qwen3_f32
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+failures=0
+passes=0
+
+# expect_error NAME PATTERN ARGS...: exit status 1..2 or CLI11's, message matching PATTERN.
+expect_error() {
+  local name=$1 pattern=$2
+  shift 2
+  local out status
+  out=$("$specd" "$@" 2>&1)
+  status=$?
+  if [ "$status" -eq 0 ] || [ "$status" -ge 128 ] || ! grep -qiE -- "$pattern" <<<"$out"; then
+    echo "FAIL $name: status $status, output: $out"
+    failures=$((failures + 1))
+  else
+    passes=$((passes + 1))
+  fi
+}
+
+# expect_ok NAME PATTERN ARGS...: exit status 0 and stdout+stderr matching PATTERN.
+expect_ok() {
+  local name=$1 pattern=$2
+  shift 2
+  local out status
+  out=$("$specd" "$@" 2>&1)
+  status=$?
+  if [ "$status" -ne 0 ] || ! grep -qE -- "$pattern" <<<"$out"; then
+    echo "FAIL $name: status $status, output: $out"
+    failures=$((failures + 1))
+  else
+    passes=$((passes + 1))
+  fi
+}
+
+expect_error no_subcommand "subcommand" 
+expect_error no_prompt "give a prompt" generate -m "$fixture"
+expect_error bad_ids "invalid token id 'x'" generate -m "$fixture" --prompt-ids "1,x"
+expect_error negative_id "invalid token id" generate -m "$fixture" --prompt-ids "1,-5"
+expect_error id_past_vocab "outside the vocabulary" generate -m "$fixture" --prompt-ids "1,99999"
+expect_error missing_dir "directory" generate -m "$work/none" --prompt-ids 1
+expect_error not_a_model "no config.json" generate -m "$work" --prompt-ids 1
+expect_error bad_threads "threads" generate -m "$fixture" --prompt-ids 1 --threads -2
+expect_error bad_temperature "temperature must be >= 0" generate -m "$fixture" --prompt-ids 1 --temperature -1
+expect_error bad_top_p "top_p must be in" generate -m "$fixture" --prompt-ids 1 --top-p 0
+expect_error zero_tokens "max-tokens" generate -m "$fixture" --prompt-ids 1 -n 0
+expect_error bad_kv_dtype "kv-dtype" generate -m "$fixture" --prompt-ids 1 --kv-dtype f8
+expect_error bad_device "device" generate -m "$fixture" --prompt-ids 1 --device gpu
+expect_error ctx_too_small "exceed --ctx-size" generate -m "$fixture" --prompt-ids 1,2,3 -n 8 -c 4
+expect_error both_prompts "excludes" generate -m "$fixture" --prompt-ids 1 -p hi
+expect_error unknown_flag "unexpected|not expected|extra" generate -m "$fixture" --prompt-ids 1 --bogus
+
+# A model directory whose weights are truncated.
+mkdir -p "$work/truncated"
+cp "$fixture/config.json" "$work/truncated/"
+head -c 5000 "$fixture/model.safetensors" >"$work/truncated/model.safetensors"
+expect_error truncated_weights "truncated" generate -m "$work/truncated" --prompt-ids 1
+# A config that does not match the weights.
+mkdir -p "$work/mismatch"
+cp "$fixture/model.safetensors" "$work/mismatch/"
+sed 's/"hidden_size": 64/"hidden_size": 128/' "$fixture/config.json" >"$work/mismatch/config.json"
+expect_error config_mismatch "has shape" generate -m "$work/mismatch" --prompt-ids 1
+
+for key in prompt_tokens generated_tokens prefill_tok_s decode_tok_s drafted accepted acceptance_length; do
+  expect_ok "generate_json_$key" "\"stats\":\\{.*\"$key\":" \
+    generate -m "$fixture" --prompt-ids "1,2,3" -n 5 --ignore-eos --json
+done
+expect_ok generate_json_tokens '"tokens":\[[0-9]+,[0-9]+,[0-9]+,[0-9]+,[0-9]+\]' \
+  generate -m "$fixture" --prompt-ids "1,2,3" -n 5 --ignore-eos --json
+expect_ok generate_summary "generated 4 tok" generate -m "$fixture" --prompt-ids "[1, 2]" -n 4 --ignore-eos
+expect_ok sampled "finish: length" generate -m "$fixture" --prompt-ids 1 -n 4 --ignore-eos --temperature 0.8 --top-p 0.9 --seed 3
+expect_ok info_json '"parameters": [0-9]+' info -m "$fixture" --json
+expect_ok eval_logits "wrote logits \[3, 256\]" eval-logits -m "$fixture" --prompt-ids "1,2,3" -o "$work/l.npy"
+echo "1 2 3 4 5 6 7 8 9 10" >"$work/ids.txt"
+expect_ok perplexity '"perplexity": [0-9.]+' perplexity -m "$fixture" --ids-file "$work/ids.txt" --window 4
+expect_ok help "generate" --help
+
+echo "$passes passed, $failures failed"
+[ "$failures" -eq 0 ]
