@@ -7,6 +7,8 @@
 #include "cli/commands.h"
 #include "cli/model_loader.h"
 #include "cli/cli_options.h"
+#include "cli/spec_options.h"
+#include "cli/stats_json.h"
 #include "core/error.h"
 #include "engine/generator.h"
 
@@ -22,6 +24,7 @@ struct GenerateOptions {
   bool ignore_eos = false;
   bool json = false;
   SamplingOptions sampling;
+  SpecOptions spec;
 };
 
 std::vector<int32_t> resolve_prompt(const GenerateOptions& o) {
@@ -30,25 +33,11 @@ std::vector<int32_t> resolve_prompt(const GenerateOptions& o) {
        "cannot read yet; pass token ids with --prompt-ids");
 }
 
-nlohmann::ordered_json stats_json(const GenerationStats& s) {
-  return {{"prompt_tokens", s.prompt_tokens},
-          {"generated_tokens", s.generated_tokens},
-          {"prefill_seconds", s.prefill_seconds},
-          {"decode_seconds", s.decode_seconds},
-          {"sample_seconds", s.sample_seconds},
-          {"prefill_tok_s", s.prefill_tok_s()},
-          {"decode_tok_s", s.decode_tok_s()},
-          {"forwards", s.forwards},
-          {"drafted", 0},
-          {"accepted", 0},
-          {"acceptance_length", 1.0}};
-}
-
 void run_generate(GenerateOptions& o) {
   std::vector<int32_t> prompt = resolve_prompt(o);
   SPECD_CHECK(o.max_tokens >= 1, "--max-tokens must be at least 1");
   o.load.kv_dtype = parse_kv_dtype(o.kv_dtype);
-  const int needed = static_cast<int>(prompt.size()) + o.max_tokens;
+  const int needed = static_cast<int>(prompt.size()) + o.max_tokens + 1;
   if (o.load.context == 0) o.load.context = needed;
   SPECD_CHECK(needed <= o.load.context,
               "prompt ({} tokens) + --max-tokens ({}) exceed --ctx-size ({})", prompt.size(),
@@ -62,7 +51,10 @@ void run_generate(GenerateOptions& o) {
   request.sampling = o.sampling.resolve(loaded.config);
   if (!o.ignore_eos) request.stop_tokens = loaded.config.eos_token_ids;
 
-  Generator generator(*loaded.model, *loaded.kv);
+  std::shared_ptr<LoadedModel> draft;
+  Speculation spec =
+      make_speculation(o.spec.resolved_mode(), o.spec, o.load, loaded.config, &draft);
+  Generator generator(*loaded.model, *loaded.kv, spec.drafter, o.spec.lengths());
   auto stream = [&](int32_t token) {
     if (!o.json) {
       std::printf("%d ", token);
@@ -81,8 +73,10 @@ void run_generate(GenerateOptions& o) {
   } else {
     std::printf("\n");
     std::fprintf(stderr,
-                 "prompt %d tok at %.1f tok/s | generated %d tok at %.2f tok/s | finish: %s\n",
+                 "prompt %d tok at %.1f tok/s | generated %d tok at %.2f tok/s | spec %s: "
+                 "acceptance length %.2f (%d/%d drafts accepted) | finish: %s\n",
                  s.prompt_tokens, s.prefill_tok_s(), s.generated_tokens, s.decode_tok_s(),
+                 spec.mode.c_str(), s.acceptance_length(), s.accepted, s.drafted,
                  result.finish_reason.c_str());
   }
 }
@@ -106,6 +100,7 @@ void register_generate_command(CLI::App& app) {
   cmd->add_flag("--ignore-eos", options->ignore_eos, "Do not stop at end-of-sequence tokens");
   cmd->add_flag("--json", options->json, "Print one JSON object with tokens, text and stats");
   options->sampling.add_to(*cmd);
+  options->spec.add_to(*cmd);
   cmd->callback([options, text, file, ids] {
     SPECD_CHECK(text->count() + file->count() + ids->count() == 1,
                 "give a prompt with --prompt, --prompt-file or --prompt-ids");

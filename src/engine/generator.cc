@@ -1,4 +1,4 @@
-// The plain decode loop: the baseline that every speculative method must reproduce exactly.
+// The decode loop shared by plain and speculative generation.
 #include "engine/generator.h"
 
 #include <algorithm>
@@ -9,16 +9,27 @@
 
 namespace specd {
 
-Generator::Generator(Transformer& model, KvCache& kv, int slot)
+Generator::Generator(Transformer& model, KvCache& kv, Drafter* drafter,
+                     DraftLengthOptions draft_length, int slot)
     : model_(model),
       kv_(kv),
+      drafter_(drafter),
+      draft_length_(draft_length),
       slot_(slot),
-      sampler_(model.config().vocab_size),
+      verifier_(model.config().vocab_size),
       prompt_history_(model.config().vocab_size),
       output_history_(model.config().vocab_size),
-      logits_(model.config().vocab_size),
+      logits_(static_cast<size_t>(model.limits().max_logit_rows) * model.config().vocab_size),
+      rows_(model.limits().max_rows),
       positions_(model.limits().max_rows),
-      slots_(model.limits().max_rows, slot) {}
+      slots_(model.limits().max_rows, slot) {
+  const int limit = model.limits().max_logit_rows - 1;
+  SPECD_CHECK(std::max(draft_length.max_k, draft_length.fixed_k) <= limit,
+              "draft length {} exceeds the verification limit of {} tokens",
+              std::max(draft_length.max_k, draft_length.fixed_k), limit);
+  proposal_.tokens.reserve(limit);
+  verdict_.emitted.reserve(limit + 1);
+}
 
 Tensor Generator::prefill(const std::vector<int32_t>& prompt) {
   const int n = static_cast<int>(prompt.size());
@@ -35,15 +46,10 @@ Tensor Generator::prefill(const std::vector<int32_t>& prompt) {
   for (int begin = 0; begin < n; begin += chunk) {
     int rows = std::min(chunk, n - begin);
     std::iota(positions_.begin(), positions_.begin() + rows, begin);
-    ForwardBatch batch;
-    batch.n_rows = rows;
-    batch.tokens = prompt.data() + begin;
-    batch.positions = positions_.data();
-    batch.slots = slots_.data();
-    bool last = begin + rows == n;
+    ForwardBatch batch{rows, prompt.data() + begin, positions_.data(), slots_.data()};
     int32_t last_row = rows - 1;
     batch.logit_rows = &last_row;
-    batch.n_logit_rows = last ? 1 : 0;
+    batch.n_logit_rows = begin + rows == n ? 1 : 0;
     logits = model_.forward(batch, kv_);
   }
   kv_.set_length(slot_, n);
@@ -52,59 +58,100 @@ Tensor Generator::prefill(const std::vector<int32_t>& prompt) {
 
 GenerationResult Generator::generate(const GenerateRequest& request, const TokenCallback& on_token) {
   validate_sampling_params(request.sampling);
-  SPECD_CHECK(request.max_tokens >= 0, "max_tokens must be >= 0");
+  SPECD_CHECK(request.max_tokens >= 1, "max_tokens must be >= 1");
   const int n_prompt = static_cast<int>(request.prompt.size());
-  SPECD_CHECK(n_prompt + request.max_tokens <= kv_.shape().capacity,
+  const int capacity = kv_.shape().capacity;
+  SPECD_CHECK(n_prompt + request.max_tokens <= capacity,
               "prompt ({}) + max_tokens ({}) exceed the context size ({})", n_prompt,
-              request.max_tokens, kv_.shape().capacity);
+              request.max_tokens, capacity);
+  const int vocab = model_.config().vocab_size;
+  const SamplingParams& params = request.sampling;
   GenerationResult result;
+  GenerationStats& stats = result.stats;
   result.finish_reason = "length";
-  result.stats.prompt_tokens = n_prompt;
+  stats.prompt_tokens = n_prompt;
   result.tokens.reserve(request.max_tokens);
   prompt_history_.clear();
   output_history_.clear();
-  if (request.sampling.repetition_penalty != 1.0) {
+  if (params.repetition_penalty != 1.0) {
     for (int32_t token : request.prompt) prompt_history_.add(token);
   }
+  context_.assign(request.prompt.begin(), request.prompt.end());
+  context_.reserve(n_prompt + request.max_tokens);
+  if (drafter_) drafter_->reset();
+  DraftLengthPolicy policy(draft_length_);
+  stats.drafted_at.assign(model_.limits().max_logit_rows, 0);
+  stats.accepted_at.assign(model_.limits().max_logit_rows, 0);
 
-  double start = now_seconds();
-  Tensor logits = prefill(request.prompt);
-  double decode_start = 0;
-  int position = n_prompt;  // where the next sampled token will sit
-  while (static_cast<int>(result.tokens.size()) < request.max_tokens) {
-    double t0 = now_seconds();
-    model_.backend().copy_to_host(logits_.data(), logits.data, logits_.size() * sizeof(float));
-    if (request.sampling.has_penalties()) {
-      Sampler::apply_penalties(logits_, request.sampling, prompt_history_, output_history_);
-    }
-    int32_t token = sampler_.sample(logits_, request.sampling, position);
-    double t1 = now_seconds();
-    result.stats.sample_seconds += t1 - t0;
-    if (result.tokens.empty()) {
-      result.stats.prefill_seconds = t0 - start;
-      decode_start = t1;
-    }
+  // Emits tokens in order; returns false when generation must end.
+  auto emit = [&](int32_t token) {
     result.tokens.push_back(token);
-    output_history_.add(token);
+    context_.push_back(token);
     bool keep_going = !on_token || on_token(token);
     if (std::find(request.stop_tokens.begin(), request.stop_tokens.end(), token) !=
         request.stop_tokens.end()) {
       result.finish_reason = "stop";
-      break;
+      return false;
     }
-    if (!keep_going || static_cast<int>(result.tokens.size()) == request.max_tokens) break;
-    ForwardBatch batch;
-    batch.n_rows = 1;
-    batch.tokens = &token;
-    batch.positions = &position;
-    batch.slots = &slot_;
+    return keep_going && static_cast<int>(result.tokens.size()) < request.max_tokens;
+  };
+
+  const double start = now_seconds();
+  Tensor logits = prefill(request.prompt);
+  double t0 = now_seconds();
+  stats.prefill_seconds = t0 - start;
+  // The first token comes from the prompt's last row: a verification of an empty draft.
+  proposal_.tokens.clear();
+  model_.backend().copy_to_host(logits_.data(), logits.data, vocab * sizeof(float));
+  verifier_.verify(logits_.data(), proposal_, params, n_prompt, prompt_history_, output_history_,
+                   verdict_);
+  double decode_start = now_seconds();
+  stats.sample_seconds += decode_start - t0;
+  bool running = emit(verdict_.emitted[0]);
+
+  while (running) {
+    // context_ = committed tokens; the last one is not in the target cache yet.
+    const int n = static_cast<int>(context_.size());
+    const int remaining = request.max_tokens - static_cast<int>(result.tokens.size());
+    int k = drafter_ ? policy.choose() : 0;
+    k = std::min({k, remaining - 1, capacity - n});
+    proposal_.tokens.clear();
+    proposal_.seconds = 0;
+    if (k > 0) drafter_->propose(context_, k, params, proposal_);
+    const int drafted = static_cast<int>(proposal_.tokens.size());
+
+    rows_[0] = context_.back();
+    std::copy(proposal_.tokens.begin(), proposal_.tokens.end(), rows_.begin() + 1);
+    std::iota(positions_.begin(), positions_.begin() + drafted + 1, n - 1);
+    double t_verify = now_seconds();
+    ForwardBatch batch{drafted + 1, rows_.data(), positions_.data(), slots_.data()};
     logits = model_.forward(batch, kv_);
-    kv_.set_length(slot_, position + 1);
-    ++position;
-    ++result.stats.forwards;
+    model_.backend().copy_to_host(logits_.data(), logits.data, logits.bytes());
+    double t_sample = now_seconds();
+    verifier_.verify(logits_.data(), proposal_, params, n, prompt_history_, output_history_,
+                     verdict_);
+    double t_done = now_seconds();
+
+    const int accepted = verdict_.accepted;
+    kv_.set_length(slot_, n + accepted);  // the pending token and the accepted drafts
+    stats.rounds += 1;
+    stats.drafted += drafted;
+    stats.accepted += accepted;
+    for (int i = 1; i <= drafted; ++i) {
+      stats.drafted_at[i] += 1;
+      if (i <= accepted) stats.accepted_at[i] += 1;
+    }
+    stats.draft_seconds += proposal_.seconds;
+    stats.verify_seconds += t_sample - t_verify;
+    stats.sample_seconds += t_done - t_sample;
+    if (drafter_) policy.record(drafted, accepted, proposal_.seconds, drafted + 1, t_sample - t_verify);
+    for (int32_t token : verdict_.emitted) {
+      running = emit(token);
+      if (!running) break;
+    }
   }
-  result.stats.generated_tokens = static_cast<int>(result.tokens.size());
-  if (decode_start > 0) result.stats.decode_seconds = now_seconds() - decode_start;
+  stats.generated_tokens = static_cast<int>(result.tokens.size());
+  stats.decode_seconds = now_seconds() - decode_start;
   return result;
 }
 

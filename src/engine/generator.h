@@ -1,51 +1,27 @@
-// Plain autoregressive generation for one sequence: chunked prefill, then one row per step.
+// Generation for one sequence: chunked prefill, then rounds of draft → verify → accept.
+// Without a drafter each round verifies an empty draft, which is plain autoregressive decoding.
 #pragma once
 
-#include <cstdint>
 #include <functional>
-#include <string>
 #include <vector>
 
+#include "engine/generation.h"
 #include "kv/kv_cache.h"
 #include "model/transformer.h"
-#include "sample/sampler.h"
+#include "spec/draft_length.h"
+#include "spec/drafter.h"
+#include "spec/verifier.h"
 
 namespace specd {
 
-struct GenerateRequest {
-  std::vector<int32_t> prompt;
-  int max_tokens = 128;
-  SamplingParams sampling;
-  std::vector<int> stop_tokens;  // generation ends after emitting one of these
-};
-
-struct GenerationStats {
-  int prompt_tokens = 0;
-  int generated_tokens = 0;
-  int forwards = 0;          // target forwards in the decode phase
-  double prefill_seconds = 0;  // prompt forwards up to the first token's logits
-  double decode_seconds = 0;   // after the first token until the end
-  double sample_seconds = 0;   // logits processing and sampling, all phases
-
-  double prefill_tok_s() const { return prefill_seconds > 0 ? prompt_tokens / prefill_seconds : 0; }
-  // Tokens per second of the decode phase (tokens after the first over its duration).
-  double decode_tok_s() const {
-    return decode_seconds > 0 ? (generated_tokens - 1) / decode_seconds : 0;
-  }
-};
-
-struct GenerationResult {
-  std::vector<int32_t> tokens;
-  std::string finish_reason;  // "stop" (a stop token) or "length"
-  GenerationStats stats;
-};
-
 class Generator {
  public:
-  // Uses slot `slot` of `kv`; the cache must hold prompt + max_tokens entries.
-  Generator(Transformer& model, KvCache& kv, int slot = 0);
+  // Uses slot `slot` of `kv`; the cache must hold prompt + max_tokens entries. `drafter` may be
+  // nullptr (plain decoding); it must outlive the generator.
+  Generator(Transformer& model, KvCache& kv, Drafter* drafter = nullptr,
+            DraftLengthOptions draft_length = {}, int slot = 0);
 
-  // Called with each new token as soon as it is chosen; return false to stop early.
+  // Called with each new token as soon as it is final; return false to stop early.
   using TokenCallback = std::function<bool(int32_t)>;
   GenerationResult generate(const GenerateRequest& request, const TokenCallback& on_token = {});
 
@@ -56,11 +32,17 @@ class Generator {
  private:
   Transformer& model_;
   KvCache& kv_;
+  Drafter* drafter_;
+  DraftLengthOptions draft_length_;
   int slot_;
-  Sampler sampler_;
+  Verifier verifier_;
   TokenHistory prompt_history_;
   TokenHistory output_history_;
-  std::vector<float> logits_;       // [vocab] host copy of the current row
+  DraftProposal proposal_;
+  VerifyResult verdict_;
+  std::vector<int32_t> context_;    // prompt + emitted tokens
+  std::vector<float> logits_;       // [max_logit_rows, vocab] host copy
+  std::vector<int32_t> rows_;       // [max_rows] tokens of one forward
   std::vector<int32_t> positions_;  // [max_rows]
   std::vector<int32_t> slots_;      // [max_rows]
 };

@@ -129,19 +129,26 @@ int Sampler::distribution(std::span<const float> logits, const SamplingParams& p
   return n;
 }
 
-int Sampler::sample(std::span<const float> logits, const SamplingParams& p, int64_t position) {
-  if (p.greedy()) return argmax(logits);
-  distribution(logits, p, probs_);
-  double target = random_uniform(p.seed, position, RandomPurpose::kSample);
+int Sampler::sample_from(std::span<const float> probs, double u) {
+  double total = 0;
+  for (float p : probs) total += p;
+  const double target = u * total;
   double cumulative = 0;
-  int last = 0;
-  for (int i = 0; i < vocab_size_; ++i) {
-    if (probs_[i] == 0) continue;
-    cumulative += probs_[i];
+  int last = -1;
+  for (int i = 0; i < static_cast<int>(probs.size()); ++i) {
+    if (probs[i] == 0) continue;
+    cumulative += probs[i];
     last = i;
     if (cumulative > target) return i;
   }
+  SPECD_CHECK(last >= 0, "cannot sample from an all-zero distribution");
   return last;
+}
+
+int Sampler::sample(std::span<const float> logits, const SamplingParams& p, int64_t position) {
+  if (p.greedy()) return argmax(logits);
+  distribution(logits, p, probs_);
+  return sample_from(probs_, random_uniform(p.seed, position, RandomPurpose::kSample));
 }
 
 }  // namespace specd

@@ -46,6 +46,8 @@ class Sampler {
   int sample(std::span<const float> logits, const SamplingParams& params, int64_t position);
 
   static int argmax(std::span<const float> logits);
+  // Inverse-CDF draw from `probs` (in token order) with a uniform u in [0, 1).
+  static int sample_from(std::span<const float> probs, double u);
 
  private:
   int vocab_size_;

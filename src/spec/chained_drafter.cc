@@ -1,0 +1,49 @@
+// Chained and oracle drafters.
+#include "spec/chained_drafter.h"
+
+#include <algorithm>
+
+#include "core/timer.h"
+
+namespace specd {
+
+std::string ChainedDrafter::name() const {
+  std::string out;
+  for (const Drafter* d : drafters_) out += (out.empty() ? "" : "+") + d->name();
+  return out;
+}
+
+void ChainedDrafter::reset() {
+  for (Drafter* d : drafters_) d->reset();
+}
+
+bool ChainedDrafter::uses_model() const {
+  return std::any_of(drafters_.begin(), drafters_.end(), [](Drafter* d) { return d->uses_model(); });
+}
+
+void ChainedDrafter::propose(std::span<const int32_t> context, int max_k,
+                             const SamplingParams& params, DraftProposal& out) {
+  double seconds = 0;
+  for (Drafter* d : drafters_) {
+    d->propose(context, max_k, params, out);
+    seconds += out.seconds;
+    if (!out.tokens.empty()) break;
+  }
+  out.seconds = seconds;
+}
+
+void OracleDrafter::propose(std::span<const int32_t> context, int max_k, const SamplingParams&,
+                            DraftProposal& out) {
+  double start = now_seconds();
+  out.tokens.clear();
+  out.sampled = false;
+  size_t from = context.size();
+  if (from <= sequence_.size() &&
+      std::equal(context.begin(), context.end(), sequence_.begin())) {
+    size_t count = std::min<size_t>(max_k, sequence_.size() - from);
+    out.tokens.assign(sequence_.begin() + from, sequence_.begin() + from + count);
+  }
+  out.seconds = now_seconds() - start;
+}
+
+}  // namespace specd

@@ -1,0 +1,38 @@
+// The contract every drafter implements: propose a chain of tokens continuing the context.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "sample/sampling_params.h"
+
+namespace specd {
+
+// A chain of proposed tokens and, for sampled proposals, the distribution each was drawn from.
+struct DraftProposal {
+  std::vector<int32_t> tokens;  // [k] (capacity max_k, reserved once)
+  // Row i: the draft distribution q_i over the target vocabulary ([max_k, vocab] f32), valid
+  // for i < tokens.size() when `sampled`; otherwise the proposals are point masses.
+  std::vector<float> probs;
+  bool sampled = false;
+  double seconds = 0;  // time spent proposing
+};
+
+class Drafter {
+ public:
+  virtual ~Drafter() = default;
+  virtual std::string name() const = 0;
+  // Forgets any state from a previous request.
+  virtual void reset() {}
+  // Proposes up to `max_k` tokens that continue `context` (prompt + committed output). The
+  // drafter keeps itself in sync with the context (for example by rolling back its own KV
+  // cache to the longest common prefix), so it needs no separate commit call.
+  virtual void propose(std::span<const int32_t> context, int max_k, const SamplingParams& params,
+                       DraftProposal& out) = 0;
+  // Whether proposing costs model forwards (used by the draft-length policy).
+  virtual bool uses_model() const { return false; }
+};
+
+}  // namespace specd

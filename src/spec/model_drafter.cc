@@ -1,0 +1,117 @@
+// Draft-model proposals: catch up on the committed context, then k single-row forwards.
+#include "spec/model_drafter.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "core/error.h"
+#include "core/timer.h"
+
+namespace specd {
+
+ModelDrafter::ModelDrafter(Transformer& model, KvCache& kv, int target_vocab, int max_k,
+                           double p_min)
+    : model_(model),
+      kv_(kv),
+      target_vocab_(target_vocab),
+      usable_vocab_(std::min(target_vocab, model.config().vocab_size)),
+      p_min_(p_min),
+      sampler_(usable_vocab_),
+      positions_(model.limits().max_rows),
+      logits_(model.config().vocab_size),
+      scratch_(target_vocab) {
+  SPECD_CHECK(max_k >= 0, "draft length must be >= 0");
+  cached_.reserve(kv.shape().capacity);
+}
+
+void ModelDrafter::reset() {
+  cached_.clear();
+  kv_.truncate(0, 0);
+}
+
+Tensor ModelDrafter::catch_up(std::span<const int32_t> context) {
+  size_t common = 0;
+  const size_t limit = std::min(cached_.size(), context.size() - 1);  // re-run at least one
+  while (common < limit && cached_[common] == context[common]) ++common;
+  cached_.resize(common);
+  kv_.truncate(0, static_cast<int>(common));
+  // A fresh context is prefilled as the target prefills its prompt (chunks of max rows) up to
+  // the last token; everything after runs through the small-batch kernels, so the draft cache
+  // holds exactly what prefill + one-row decoding would.
+  const size_t n = context.size();
+  const size_t prefill_end = common == 0 ? n - 1 : common;
+  const int prefill_chunk = model_.limits().max_rows;
+  Tensor logits;
+  for (size_t begin = common; begin < n;) {
+    const size_t chunk = begin < prefill_end ? prefill_chunk : kSmallBatch;
+    const size_t end = std::min({n, begin + chunk, begin < prefill_end ? prefill_end : n});
+    const int rows = static_cast<int>(end - begin);
+    std::iota(positions_.begin(), positions_.begin() + rows, static_cast<int32_t>(begin));
+    int32_t last = rows - 1;
+    ForwardBatch batch{rows, context.data() + begin, positions_.data()};
+    batch.logit_rows = &last;
+    batch.n_logit_rows = end == n ? 1 : 0;
+    logits = model_.forward(batch, kv_);
+    cached_.insert(cached_.end(), context.begin() + begin, context.begin() + end);
+    begin = end;
+  }
+  kv_.set_length(0, static_cast<int>(cached_.size()));
+  return logits;
+}
+
+int32_t ModelDrafter::choose(const float* logits, const SamplingParams& params, int64_t position,
+                             float* probs, float* top_prob) {
+  // Only tokens both vocabularies share can be proposed.
+  std::span<const float> row(logits, usable_vocab_);
+  if (params.greedy()) {
+    int32_t best = Sampler::argmax(row);
+    if (p_min_ > 0) {  // the draft's confidence, for early stopping
+      double total = 0;
+      for (float l : row) total += std::exp(static_cast<double>(l) - row[best]);
+      *top_prob = static_cast<float>(1.0 / total);
+    }
+    return best;
+  }
+  SamplingParams draft_params = params;  // the draft samples without penalties
+  draft_params.repetition_penalty = 1.0;
+  sampler_.distribution(row, draft_params, std::span<float>(probs, usable_vocab_));
+  std::fill(probs + usable_vocab_, probs + target_vocab_, 0.0f);
+  *top_prob = *std::max_element(probs, probs + usable_vocab_);
+  double u = random_uniform(params.seed, position, RandomPurpose::kDraft);
+  return Sampler::sample_from(std::span<const float>(probs, target_vocab_), u);
+}
+
+void ModelDrafter::propose(std::span<const int32_t> context, int max_k,
+                           const SamplingParams& params, DraftProposal& out) {
+  double start = now_seconds();
+  out.tokens.clear();
+  out.sampled = !params.greedy();
+  if (out.sampled && out.probs.size() < static_cast<size_t>(max_k) * target_vocab_) {
+    out.probs.resize(static_cast<size_t>(max_k) * target_vocab_);
+  }
+  if (max_k <= 0) return;
+  SPECD_CHECK(static_cast<int64_t>(context.size()) + max_k <= kv_.shape().capacity,
+              "draft context of {} tokens exceeds its cache", context.size() + max_k);
+  Tensor logits = catch_up(context);
+  int64_t position = static_cast<int64_t>(context.size());  // where the next draft token sits
+  for (int j = 0; j < max_k; ++j) {
+    model_.backend().copy_to_host(logits_.data(), logits.data, logits_.size() * sizeof(float));
+    float* probs = out.sampled ? out.probs.data() + static_cast<size_t>(j) * target_vocab_
+                               : scratch_.data();
+    float top_prob = 1.0f;
+    int32_t token = choose(logits_.data(), params, position, probs, &top_prob);
+    if (j > 0 && top_prob < p_min_) break;
+    out.tokens.push_back(token);
+    if (j + 1 == max_k) break;
+    ForwardBatch batch{1, &token, positions_.data()};
+    positions_[0] = static_cast<int32_t>(position);
+    logits = model_.forward(batch, kv_);
+    cached_.push_back(token);
+    kv_.set_length(0, static_cast<int>(cached_.size()));
+    ++position;
+  }
+  out.seconds = now_seconds() - start;
+}
+
+}  // namespace specd

@@ -1,0 +1,44 @@
+// A separate, smaller draft model with its own KV cache, kept in sync with the context.
+#pragma once
+
+#include <vector>
+
+#include "kv/kv_cache.h"
+#include "model/transformer.h"
+#include "sample/sampler.h"
+#include "spec/drafter.h"
+
+namespace specd {
+
+class ModelDrafter final : public Drafter {
+ public:
+  // `target_vocab` is the vocabulary the proposals live in (draft logits beyond it are
+  // ignored). `p_min`: stop drafting when the draft's top probability falls below it.
+  ModelDrafter(Transformer& model, KvCache& kv, int target_vocab, int max_k, double p_min);
+  std::string name() const override { return "draft"; }
+  void reset() override;
+  void propose(std::span<const int32_t> context, int max_k, const SamplingParams& params,
+               DraftProposal& out) override;
+  bool uses_model() const override { return true; }
+
+ private:
+  // Rolls the cache back to the common prefix of `cached_` and `context`, then runs the rest of
+  // the context through the draft; returns the last row's logits.
+  Tensor catch_up(std::span<const int32_t> context);
+  // Picks the next draft token from `logits`; writes q into `probs` ([vocab]) when sampling.
+  int32_t choose(const float* logits, const SamplingParams& params, int64_t position,
+                 float* probs, float* top_prob);
+
+  Transformer& model_;
+  KvCache& kv_;
+  int target_vocab_;
+  int usable_vocab_;  // min(target vocab, draft vocab)
+  double p_min_;
+  Sampler sampler_;
+  std::vector<int32_t> cached_;     // tokens whose K/V are in the draft cache, in order
+  std::vector<int32_t> positions_;  // [max_rows] scratch
+  std::vector<float> logits_;       // [draft vocab] host copy
+  std::vector<float> scratch_;      // [target vocab] probabilities
+};
+
+}  // namespace specd

@@ -1,0 +1,41 @@
+// Verification: which draft tokens the target accepts, plus one corrected or bonus token.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "sample/sampler.h"
+#include "spec/drafter.h"
+
+namespace specd {
+
+struct VerifyResult {
+  int accepted = 0;           // draft tokens accepted (a prefix of the proposal)
+  std::vector<int32_t> emitted;  // the accepted tokens followed by the corrected/bonus token
+};
+
+// At T = 0: the longest prefix equal to the target's argmax, then the target's token.
+// At T > 0: speculative sampling (accept x with probability min(1, p(x)/q(x)); on rejection
+// sample norm(max(0, p - q)); after full acceptance the bonus token from p). Point-mass proposals
+// (q = δ(x)) are verified by drawing the target's token exactly as plain decoding does at that
+// position and accepting when it equals the proposal, so the output equals plain decoding draw
+// for draw. Penalties are applied row by row with the history of the tokens accepted so far.
+class Verifier {
+ public:
+  explicit Verifier(int vocab_size);
+
+  // logits: [k + 1, vocab] host f32, row i predicts the token at `position + i`. The histories
+  // gain every emitted token.
+  void verify(const float* logits, const DraftProposal& draft, const SamplingParams& params,
+              int64_t position, const TokenHistory& prompt, TokenHistory& output,
+              VerifyResult& result);
+
+ private:
+  int vocab_;
+  Sampler sampler_;
+  std::vector<float> row_;    // [vocab] penalised logits
+  std::vector<float> probs_;  // [vocab] p
+};
+
+}  // namespace specd
