@@ -1,22 +1,26 @@
-// `specd bench`: prefill and decode speed, with decode as a fraction of the measured roofline.
+// `specd bench`: plain decoding and each speculative mode on the same prompts, side by side,
+// with decode speed as a fraction of the memory-bandwidth roofline measured in the same run.
 #include <sys/resource.h>
-#include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <ctime>
 #include <fstream>
-#include <random>
+#include <numeric>
+#include <sstream>
 
+#include "cli/bench_prompts.h"
+#include "cli/cli_options.h"
 #include "cli/commands.h"
 #include "cli/memory_bandwidth.h"
 #include "cli/model_loader.h"
-#include "cli/cli_options.h"
+#include "cli/prompt_source.h"
+#include "cli/spec_options.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
+#include "core/timer.h"
 #include "engine/generator.h"
 #include "io/mapped_file.h"
 
@@ -24,21 +28,31 @@ namespace specd::cli {
 
 namespace {
 
+using OJson = nlohmann::ordered_json;
+
 struct BenchOptions {
   LoadOptions load;
   std::string kv_dtype = "bf16";
+  SpecOptions spec;
+  std::string modes;  // comma-separated; default depends on --draft
+  std::string prompts_file;
+  int num_prompts = 0;
   int prompt_len = 128;
   int gen_len = 128;
-  int reps = 3;
+  double temperature = 0;
   uint64_t seed = 1;
   bool json = false;
   std::string out;
 };
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
-}
+// One row of the table: a mode's totals over all prompts.
+struct ModeResult {
+  std::string mode;
+  GenerationStats total;  // sums over prompts
+  double decode_tokens = 0;
+  bool identical = true;  // same tokens as plain decoding (meaningful at T = 0)
+  double tok_s() const { return total.decode_seconds > 0 ? decode_tokens / total.decode_seconds : 0; }
+};
 
 std::string cpu_name() {
   try {
@@ -76,65 +90,173 @@ double bytes_per_decode_token(const LoadedModel& m, double avg_context) {
   return bytes + kv_entry * avg_context;
 }
 
+std::vector<std::string> split_modes(const std::string& text) {
+  std::vector<std::string> modes = {"none"};
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    if (!item.empty() && item != "none") modes.push_back(item);
+  }
+  return modes;
+}
+
+// Median time of `reps` forwards of `rows` rows continuing `prompt` (the cache holds it).
+double time_forward(LoadedModel& m, const std::vector<int32_t>& prompt, int rows, int reps) {
+  std::vector<int32_t> tokens(rows), positions(rows);
+  for (int i = 0; i < rows; ++i) {
+    tokens[i] = prompt[i % prompt.size()];
+    positions[i] = static_cast<int32_t>(prompt.size()) + i;
+  }
+  std::vector<double> times;
+  for (int r = 0; r < reps; ++r) {
+    ForwardBatch batch{rows, tokens.data(), positions.data()};
+    double start = now_seconds();
+    m.model->forward(batch, *m.kv);
+    times.push_back(now_seconds() - start);
+  }
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2];
+}
+
+void accumulate(ModeResult& r, const GenerationStats& s) {
+  r.total.prompt_tokens += s.prompt_tokens;
+  r.total.generated_tokens += s.generated_tokens;
+  r.total.rounds += s.rounds;
+  r.total.drafted += s.drafted;
+  r.total.accepted += s.accepted;
+  r.total.prefill_seconds += s.prefill_seconds;
+  r.total.decode_seconds += s.decode_seconds;
+  r.total.draft_seconds += s.draft_seconds;
+  r.total.verify_seconds += s.verify_seconds;
+  r.total.sample_seconds += s.sample_seconds;
+  r.decode_tokens += s.generated_tokens - 1;
+}
+
+OJson mode_json(const ModeResult& r, double plain_tok_s) {
+  const GenerationStats& t = r.total;
+  double decode = std::max(t.decode_seconds, 1e-12);
+  return {{"mode", r.mode},
+          {"decode_tok_s", r.tok_s()},
+          {"speedup", plain_tok_s > 0 ? r.tok_s() / plain_tok_s : 0},
+          {"acceptance_length", t.rounds > 0 ? r.decode_tokens / t.rounds : 1.0},
+          {"drafted", t.drafted},
+          {"accepted", t.accepted},
+          {"rounds", t.rounds},
+          {"draft_fraction", t.draft_seconds / decode},
+          {"verify_fraction", t.verify_seconds / decode},
+          {"sample_fraction", t.sample_seconds / decode},
+          {"identical_to_plain", r.identical},
+          {"prefill_tok_s", t.prefill_seconds > 0 ? t.prompt_tokens / t.prefill_seconds : 0}};
+}
+
 void run_bench(BenchOptions& o) {
-  SPECD_CHECK(o.prompt_len >= 1 && o.gen_len >= 2 && o.reps >= 1,
-              "need --prompt-len >= 1, --gen-len >= 2 and --reps >= 1");
+  SPECD_CHECK(o.prompt_len >= 1 && o.gen_len >= 2, "need --prompt-len >= 1 and --gen-len >= 2");
   o.load.kv_dtype = parse_kv_dtype(o.kv_dtype);
-  if (o.load.context == 0) o.load.context = o.prompt_len + o.gen_len;
+  std::unique_ptr<Tokenizer> tokenizer = load_tokenizer_if_present(o.load.model_dir);
+  ModelConfig config = load_model_config(o.load.model_dir);
+  std::vector<std::vector<int32_t>> prompts =
+      o.prompts_file.empty()
+          ? random_prompts(o.num_prompts > 0 ? o.num_prompts : 4, o.prompt_len, config.vocab_size,
+                           o.seed)
+          : read_prompt_file(o.prompts_file, tokenizer.get(), o.num_prompts);
+  size_t longest = 0;
+  for (const auto& p : prompts) longest = std::max(longest, p.size());
+  if (o.load.context == 0) o.load.context = static_cast<int>(longest) + o.gen_len + 1;
   o.load.progress = !o.json;
   const int threads = o.load.threads > 0 ? o.load.threads : ThreadPool::hardware_threads();
   o.load.threads = threads;
-  LoadedModel loaded = load_model(o.load);
+  LoadedModel target = load_model(o.load);
 
-  std::mt19937 rng(static_cast<uint32_t>(o.seed));
-  std::uniform_int_distribution<int32_t> pick(0, loaded.config.vocab_size - 1);
-  GenerateRequest request;
-  for (int i = 0; i < o.prompt_len; ++i) request.prompt.push_back(pick(rng));
-  request.max_tokens = o.gen_len;
-  request.sampling.temperature = 0;
+  if (o.modes.empty()) o.modes = o.spec.draft_dir.empty() ? "ngram,ngram@4" : "draft,draft@4,ngram+draft";
+  std::vector<std::string> modes = split_modes(o.modes);
+  SamplingParams params;
+  params.temperature = o.temperature;
+  std::shared_ptr<LoadedModel> draft;
 
-  Generator generator(*loaded.model, *loaded.kv);
-  std::vector<double> prefill, decode;
-  for (int r = 0; r < o.reps + 1; ++r) {  // the first run warms up
-    GenerationResult result = generator.generate(request);
-    if (r == 0) continue;
-    prefill.push_back(result.stats.prefill_tok_s());
-    decode.push_back(result.stats.decode_tok_s());
+  {  // warm-up
+    Generator warm(*target.model, *target.kv);
+    warm.generate(GenerateRequest{prompts[0], std::min(o.gen_len, 16), params});
   }
-  const double rss = peak_rss_bytes();  // before the bandwidth buffer is allocated
-  const double bandwidth = measure_read_bandwidth(threads);
-  const double token_bytes = bytes_per_decode_token(loaded, o.prompt_len + o.gen_len / 2.0);
-  const double roofline = bandwidth / token_bytes;
-  const double decode_tok_s = median(decode), prefill_tok_s = median(prefill);
-  const double weights = static_cast<double>(loaded.model->weights().bytes);
-  const double kv = static_cast<double>(loaded.kv->bytes());
+  std::vector<std::vector<int32_t>> plain_outputs;
+  std::vector<ModeResult> results;
+  for (const std::string& spec : modes) {
+    std::string mode = spec.substr(0, spec.find('@'));
+    SpecOptions options = o.spec;
+    if (spec.find('@') != std::string::npos) options.draft_fixed = std::stoi(spec.substr(spec.find('@') + 1));
+    std::unique_ptr<OracleDrafter> oracle;
+    Speculation s;
+    if (mode != "oracle") {
+      s = make_speculation(mode, options, o.load, target.config, &draft);
+    }
+    ModeResult r;
+    r.mode = spec;
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      params.seed = o.seed + i;
+      Drafter* drafter = s.drafter;
+      if (mode == "oracle") {
+        SPECD_CHECK(!plain_outputs.empty(), "the oracle mode needs plain decoding first");
+        std::vector<int32_t> sequence = prompts[i];
+        sequence.insert(sequence.end(), plain_outputs[i].begin(), plain_outputs[i].end());
+        oracle = std::make_unique<OracleDrafter>(sequence);
+        drafter = oracle.get();
+      }
+      Generator generator(*target.model, *target.kv, drafter, options.lengths());
+      GenerationResult result = generator.generate(GenerateRequest{prompts[i], o.gen_len, params});
+      if (spec == "none") plain_outputs.push_back(result.tokens);
+      else r.identical = r.identical && result.tokens == plain_outputs[i];
+      accumulate(r, result.stats);
+    }
+    results.push_back(r);
+    if (!o.json) std::fprintf(stderr, "%-16s %8.2f tok/s\n", spec.c_str(), r.tok_s());
+  }
 
-  nlohmann::ordered_json out = {
+  // Cost of verifying k + 1 = 5 rows against one decode step, at the first prompt's context.
+  Generator prefiller(*target.model, *target.kv);
+  prefiller.prefill(prompts[0]);
+  const double one_row = time_forward(target, prompts[0], 1, 15);
+  const double five_rows = time_forward(target, prompts[0], 5, 15);
+  const double rss = peak_rss_bytes();  // before the bandwidth buffer exists
+  const double bandwidth = measure_read_bandwidth(threads);
+  const double token_bytes = bytes_per_decode_token(target, longest + o.gen_len / 2.0);
+  const double roofline = bandwidth / token_bytes;
+  const double plain_tok_s = results[0].tok_s();
+  const double weights = static_cast<double>(target.model->weights().bytes);
+  const double kv = static_cast<double>(target.kv->bytes());
+
+  OJson modes_json = OJson::array();
+  for (const auto& r : results) modes_json.push_back(mode_json(r, plain_tok_s));
+  OJson out = {
       {"device", cpu_name()},
-      {"backend", loaded.backend->describe()},
+      {"backend", target.backend->describe()},
       {"threads", threads},
       {"date", utc_now()},
       {"commit", SPECD_GIT_COMMIT},
       {"model",
        {{"dir", o.load.model_dir},
-        {"architecture", loaded.config.arch_name},
+        {"architecture", target.config.arch_name},
         {"weight_bytes", weights},
-        {"layers", loaded.config.n_layers},
-        {"hidden", loaded.config.hidden_size},
-        {"vocab", loaded.config.vocab_size}}},
-      {"prompt_tokens", o.prompt_len},
-      {"generated_tokens", o.gen_len},
-      {"repetitions", o.reps},
+        {"layers", target.config.n_layers},
+        {"hidden", target.config.hidden_size},
+        {"vocab", target.config.vocab_size}}},
+      {"draft", o.spec.draft_dir},
+      {"prompts", o.prompts_file.empty() ? "random" : o.prompts_file},
+      {"num_prompts", prompts.size()},
+      {"generated_tokens_per_prompt", o.gen_len},
+      {"temperature", o.temperature},
       {"kv_dtype", o.kv_dtype},
-      {"prefill_tok_s", prefill_tok_s},
-      {"decode_tok_s", decode_tok_s},
+      {"prefill_tok_s", results[0].total.prefill_seconds > 0
+                            ? results[0].total.prompt_tokens / results[0].total.prefill_seconds
+                            : 0},
+      {"decode_tok_s", plain_tok_s},
       {"read_bandwidth_gb_s", bandwidth / 1e9},
       {"bytes_per_decode_token", token_bytes},
       {"decode_roofline_tok_s", roofline},
-      {"decode_roofline_fraction", decode_tok_s / roofline},
+      {"decode_roofline_fraction", plain_tok_s / roofline},
+      {"verify5_over_decode1", five_rows / one_row},
       {"peak_rss_bytes", rss},
-      {"kv_cache_bytes", kv},
-      {"rss_over_weights_plus_kv", rss / (weights + kv)}};
+      {"weights_plus_kv_bytes", weights + kv},
+      {"rss_over_weights_plus_kv", rss / (weights + kv)},
+      {"modes", modes_json}};
   if (!o.out.empty()) {
     std::ofstream file(o.out);
     SPECD_CHECK(file.good(), "cannot write {}", o.out);
@@ -144,15 +266,23 @@ void run_bench(BenchOptions& o) {
     std::printf("%s\n", out.dump(2).c_str());
     return;
   }
-  std::printf("%s, %s\n", cpu_name().c_str(), loaded.backend->describe().c_str());
-  std::printf("%-28s %10s\n", "metric", "value");
-  std::printf("%-28s %10.1f\n", "prefill tok/s", prefill_tok_s);
-  std::printf("%-28s %10.2f\n", "decode tok/s", decode_tok_s);
-  std::printf("%-28s %10.2f\n", "read bandwidth GB/s", bandwidth / 1e9);
-  std::printf("%-28s %10.2f\n", "decode roofline tok/s", roofline);
-  std::printf("%-28s %9.1f%%\n", "decode / roofline", 100 * decode_tok_s / roofline);
-  std::printf("%-28s %10.1f\n", "peak RSS MiB", rss / 1048576.0);
-  std::printf("%-28s %10.1f\n", "weights + KV MiB", (weights + kv) / 1048576.0);
+  std::printf("%s, %s, %zu prompts x %d tokens, T=%.2f\n", cpu_name().c_str(),
+              target.backend->describe().c_str(), prompts.size(), o.gen_len, o.temperature);
+  std::printf("prefill %.1f tok/s | plain decode %.2f tok/s = %.1f%% of the %.2f tok/s roofline "
+              "(%.2f GB/s read) | verify 5 rows = %.2fx one decode step | peak RSS %.0f MiB "
+              "(weights + KV %.0f MiB)\n",
+              out["prefill_tok_s"].get<double>(), plain_tok_s, 100 * plain_tok_s / roofline,
+              roofline, bandwidth / 1e9, five_rows / one_row, rss / 1048576.0,
+              (weights + kv) / 1048576.0);
+  std::printf("%-16s %10s %8s %11s %7s %8s %10s\n", "mode", "tok/s", "speedup", "accept len",
+              "draft%", "verify%", "identical");
+  for (const auto& m : modes_json) {
+    std::printf("%-16s %10.2f %7.2fx %11.2f %6.1f%% %7.1f%% %10s\n",
+                m["mode"].get<std::string>().c_str(), m["decode_tok_s"].get<double>(),
+                m["speedup"].get<double>(), m["acceptance_length"].get<double>(),
+                100 * m["draft_fraction"].get<double>(), 100 * m["verify_fraction"].get<double>(),
+                m["mode"] == "none" ? "-" : (m["identical_to_plain"].get<bool>() ? "yes" : "NO"));
+  }
 }
 
 }  // namespace
@@ -160,15 +290,29 @@ void run_bench(BenchOptions& o) {
 void register_bench_command(CLI::App& app) {
   auto options = std::make_shared<BenchOptions>();
   CLI::App* cmd = app.add_subcommand(
-      "bench", "Measure prefill and decode speed against the memory-bandwidth roofline");
+      "bench", "Compare plain and speculative decoding on the same prompts (tok/s, speedup, "
+               "acceptance, roofline)");
   add_model_options(*cmd, options->load, options->kv_dtype);
-  cmd->add_option("--prompt-len", options->prompt_len, "Prompt tokens (random ids)")
+  options->spec.add_to(*cmd, false);
+  cmd->add_option("--modes", options->modes,
+                  "Comma-separated modes after plain decoding: ngram, draft, ngram+draft, oracle "
+                  "(the target's own output as drafts); MODE@K fixes the draft length "
+                  "(default: draft,draft@4,ngram+draft with --draft, else ngram,ngram@4)");
+  cmd->add_option("--prompts", options->prompts_file,
+                  "JSON-lines file of {\"prompt\": text} or {\"prompt_ids\": [...]}")
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--num-prompts", options->num_prompts,
+                  "Prompts to use (0 = all of the file, or 4 random ones)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--prompt-len", options->prompt_len, "Length of random prompts")
       ->capture_default_str();
-  cmd->add_option("--gen-len", options->gen_len, "Generated tokens per run")
+  cmd->add_option("--gen-len", options->gen_len, "Tokens generated per prompt")
       ->capture_default_str();
-  cmd->add_option("--reps", options->reps, "Timed repetitions (after one warm-up)")
+  cmd->add_option("--temperature", options->temperature, "Sampling temperature (0 = greedy)")
+      ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
-  cmd->add_option("--seed", options->seed, "Seed of the random prompt")->capture_default_str();
+  cmd->add_option("--seed", options->seed, "Seed of random prompts and sampling")
+      ->capture_default_str();
   cmd->add_flag("--json", options->json, "Print the results as JSON");
   cmd->add_option("-o,--out", options->out, "Also write the JSON results to this file");
   cmd->callback([options] { run_bench(*options); });

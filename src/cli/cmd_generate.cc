@@ -7,6 +7,7 @@
 #include "cli/commands.h"
 #include "cli/model_loader.h"
 #include "cli/cli_options.h"
+#include "cli/prompt_source.h"
 #include "cli/spec_options.h"
 #include "cli/stats_json.h"
 #include "core/error.h"
@@ -19,7 +20,7 @@ namespace {
 struct GenerateOptions {
   LoadOptions load;
   std::string kv_dtype = "bf16";
-  std::string prompt_text, prompt_file, prompt_ids;
+  PromptOptions prompt;
   int max_tokens = 128;
   bool ignore_eos = false;
   bool json = false;
@@ -27,14 +28,10 @@ struct GenerateOptions {
   SpecOptions spec;
 };
 
-std::vector<int32_t> resolve_prompt(const GenerateOptions& o) {
-  if (!o.prompt_ids.empty()) return parse_token_ids(o.prompt_ids);
-  fail("text prompts (--prompt, --prompt-file) need the model's tokenizer, which this build "
-       "cannot read yet; pass token ids with --prompt-ids");
-}
-
 void run_generate(GenerateOptions& o) {
-  std::vector<int32_t> prompt = resolve_prompt(o);
+  Prompt resolved = resolve_prompt(o.prompt, o.load.model_dir);
+  const std::vector<int32_t>& prompt = resolved.ids;
+  Tokenizer* tokenizer = resolved.tokenizer.get();
   SPECD_CHECK(o.max_tokens >= 1, "--max-tokens must be at least 1");
   o.load.kv_dtype = parse_kv_dtype(o.kv_dtype);
   const int needed = static_cast<int>(prompt.size()) + o.max_tokens + 1;
@@ -49,28 +46,39 @@ void run_generate(GenerateOptions& o) {
   request.prompt = prompt;
   request.max_tokens = o.max_tokens;
   request.sampling = o.sampling.resolve(loaded.config);
-  if (!o.ignore_eos) request.stop_tokens = loaded.config.eos_token_ids;
+  if (!o.ignore_eos) {
+    request.stop_tokens = loaded.config.eos_token_ids;
+    if (tokenizer && tokenizer->eos_id()) request.stop_tokens.push_back(*tokenizer->eos_id());
+  }
 
   std::shared_ptr<LoadedModel> draft;
   Speculation spec =
       make_speculation(o.spec.resolved_mode(), o.spec, o.load, loaded.config, &draft);
   Generator generator(*loaded.model, *loaded.kv, spec.drafter, o.spec.lengths());
+  std::unique_ptr<StreamingDetokenizer> detokenizer;
+  if (tokenizer) detokenizer = std::make_unique<StreamingDetokenizer>(*tokenizer, true);
   auto stream = [&](int32_t token) {
-    if (!o.json) {
+    if (o.json) return true;
+    if (detokenizer) {
+      std::fputs(detokenizer->push(token).c_str(), stdout);
+    } else {
       std::printf("%d ", token);
-      std::fflush(stdout);
     }
+    std::fflush(stdout);
     return true;
   };
   GenerationResult result = generator.generate(request, stream);
   const GenerationStats& s = result.stats;
   if (o.json) {
     nlohmann::ordered_json out = {{"tokens", result.tokens},
-                          {"text", nullptr},
+                          {"text", tokenizer ? nlohmann::ordered_json(tokenizer->decode(
+                                                   result.tokens, true))
+                                             : nlohmann::ordered_json(nullptr)},
                           {"finish_reason", result.finish_reason},
                           {"stats", stats_json(s)}};
     std::printf("%s\n", out.dump().c_str());
   } else {
+    if (detokenizer) std::fputs(detokenizer->flush().c_str(), stdout);
     std::printf("\n");
     std::fprintf(stderr,
                  "prompt %d tok at %.1f tok/s | generated %d tok at %.2f tok/s | spec %s: "
@@ -87,13 +95,7 @@ void register_generate_command(CLI::App& app) {
   auto options = std::make_shared<GenerateOptions>();
   CLI::App* cmd = app.add_subcommand("generate", "Generate text from a prompt");
   add_model_options(*cmd, options->load, options->kv_dtype);
-  auto* text = cmd->add_option("-p,--prompt", options->prompt_text, "Prompt text");
-  auto* file = cmd->add_option("-f,--prompt-file", options->prompt_file, "Read the prompt from a file")
-                   ->check(CLI::ExistingFile);
-  auto* ids = cmd->add_option("--prompt-ids", options->prompt_ids,
-                              "Prompt as token ids, e.g. \"1,2,3\"");
-  text->excludes(file)->excludes(ids);
-  file->excludes(ids);
+  options->prompt.add_to(*cmd);
   cmd->add_option("-n,--max-tokens", options->max_tokens, "Tokens to generate")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
@@ -101,9 +103,8 @@ void register_generate_command(CLI::App& app) {
   cmd->add_flag("--json", options->json, "Print one JSON object with tokens, text and stats");
   options->sampling.add_to(*cmd);
   options->spec.add_to(*cmd);
-  cmd->callback([options, text, file, ids] {
-    SPECD_CHECK(text->count() + file->count() + ids->count() == 1,
-                "give a prompt with --prompt, --prompt-file or --prompt-ids");
+  cmd->callback([options] {
+    SPECD_CHECK(options->prompt.given(), "give a prompt with --prompt, --prompt-file or --prompt-ids");
     run_generate(*options);
   });
 }

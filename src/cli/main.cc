@@ -17,6 +17,8 @@ int main(int argc, char** argv) {
   specd::cli::register_info_command(app);
   specd::cli::register_eval_logits_command(app);
   specd::cli::register_perplexity_command(app);
+  specd::cli::register_tokenize_commands(app);
+  specd::cli::register_render_chat_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

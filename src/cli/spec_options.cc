@@ -6,13 +6,15 @@
 
 namespace specd::cli {
 
-void SpecOptions::add_to(CLI::App& command) {
+void SpecOptions::add_to(CLI::App& command, bool with_mode) {
   command.add_option("--draft", draft_dir, "Draft model directory (same tokenizer as the target)")
       ->check(CLI::ExistingDirectory);
-  command.add_option("--spec", mode,
+  if (with_mode) {
+    command.add_option("--spec", mode,
                      "Speculation: none, draft, ngram or ngram+draft (default: draft when "
                      "--draft is given, else none)")
-      ->check(CLI::IsMember({"none", "draft", "ngram", "ngram+draft"}));
+        ->check(CLI::IsMember({"none", "draft", "ngram", "ngram+draft"}));
+  }
   command.add_option("--draft-max", draft_max, "Longest draft per round")
       ->check(CLI::Range(1, static_cast<int>(kSmallBatch) - 1))
       ->capture_default_str();

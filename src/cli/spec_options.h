@@ -24,7 +24,8 @@ struct SpecOptions {
   int ngram_max = 4;
   std::string draft_device = "cpu";
 
-  void add_to(CLI::App& command);
+  // Adds the options; --spec only when `with_mode` (bench takes a list of modes instead).
+  void add_to(CLI::App& command, bool with_mode = true);
   DraftLengthOptions lengths() const;
   // The mode actually used (resolves the default).
   std::string resolved_mode() const;

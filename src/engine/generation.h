@@ -39,7 +39,8 @@ struct GenerationStats {
     return rounds > 0 ? static_cast<double>(generated_tokens - 1) / rounds : 1.0;
   }
   double bookkeeping_seconds() const {
-    return decode_seconds - draft_seconds - verify_seconds - sample_seconds;
+    double rest = decode_seconds - draft_seconds - verify_seconds - sample_seconds;
+    return rest > 0 ? rest : 0;
   }
 };
 
