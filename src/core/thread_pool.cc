@@ -2,6 +2,7 @@
 #include "core/thread_pool.h"
 
 #include <algorithm>
+#include <chrono>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -13,8 +14,16 @@
 namespace specd {
 
 namespace {
-constexpr int kSpinIterations = 200000;  // about 0.1 to 1 ms of spinning before sleeping
+// Waiting threads first spin (the next job usually follows within microseconds), then yield the
+// core (so that an oversubscribed machine still makes progress), then sleep.
+constexpr int kSpinIterations = 4000;
+constexpr double kYieldSeconds = 0.002;
+
+double seconds_now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
 }
+}  // namespace
 
 ThreadPool::ThreadPool(int n_threads) : n_threads_(std::max(1, n_threads)) {
   for (int t = 1; t < n_threads_; ++t) workers_.emplace_back([this, t] { worker_loop(t); });
@@ -60,7 +69,13 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64
   }
   wake_.notify_all();
   run_share(0);
-  while (pending_.load(std::memory_order_acquire) != 0) SPECD_CPU_RELAX();
+  for (int spins = 0; pending_.load(std::memory_order_acquire) != 0; ++spins) {
+    if (spins < kSpinIterations) {
+      SPECD_CPU_RELAX();
+    } else {
+      std::this_thread::yield();
+    }
+  }
   job_ = nullptr;
 }
 
@@ -71,6 +86,10 @@ void ThreadPool::worker_loop(int thread) {
     while (generation_.load(std::memory_order_acquire) == seen && spins < kSpinIterations) {
       SPECD_CPU_RELAX();
       ++spins;
+    }
+    const double yield_until = seconds_now() + kYieldSeconds;
+    while (generation_.load(std::memory_order_acquire) == seen && seconds_now() < yield_until) {
+      std::this_thread::yield();
     }
     if (generation_.load(std::memory_order_acquire) == seen) {
       std::unique_lock<std::mutex> lock(mutex_);

@@ -44,8 +44,12 @@ class GoldenModel : public testing::TestWithParam<std::string> {
   void SetUp() override {
     dir_ = std::string(SPECD_SOURCE_DIR) + "/tests/data/golden/" + GetParam();
     golden_ = read_json_file(dir_ + "/golden.json");
-    config_ = load_model_config(dir_);
-    store_ = TensorStore::open_dir(dir_);
+    // Shipped models keep their weights elsewhere; the golden files stay here.
+    model_dir_ = golden_.contains("model_dir")
+                     ? std::string(SPECD_SOURCE_DIR) + "/" + golden_["model_dir"].get<std::string>()
+                     : dir_;
+    config_ = load_model_config(model_dir_);
+    store_ = TensorStore::open_dir(model_dir_);
     backend_ = make_backend(Device{}, 2);
     ids_ = golden_["token_ids"].get<std::vector<int32_t>>();
   }
@@ -63,7 +67,7 @@ class GoldenModel : public testing::TestWithParam<std::string> {
     return std::make_unique<KvCache>(*backend_, shape);
   }
 
-  std::string dir_;
+  std::string dir_, model_dir_;
   Json golden_;
   ModelConfig config_;
   TensorStore store_;
