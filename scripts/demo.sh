@@ -1,12 +1,20 @@
 #!/usr/bin/env bash
-# The main job on a fresh machine: writes a random-weight model with the Qwen3-0.6B shape (until
-# the trained demo models ship), describes it, generates from it and benchmarks decoding.
+# The main job: completes a Python function with the shipped demo pair (pycoder target + draft,
+# speculative decoding), then compares plain and speculative decoding on stdlib prompts.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-model=${SPECD_DEMO_MODEL:-build/models/random-qwen3-0.6b}
-if [ ! -f "$model/model.safetensors" ]; then
-  ./build/tools/make_random_model --preset qwen3-0.6b --out "$model"
-fi
-./build/src/cli/specd info --model "$model"
-./build/src/cli/specd generate --model "$model" --prompt-ids "1,2,3,4,5,6,7,8" --max-tokens 16
-./build/src/cli/specd bench --model "$model" --prompt-len 128 --gen-len 128 --reps 3
+specd=./build/src/cli/specd
+target=models/pycoder-target
+draft=models/pycoder-draft
+prompt='import os
+
+
+def list_python_files(root):
+    """Return the paths of all .py files below root, sorted."""
+'
+echo "== specd generate (draft model speculation, greedy) =="
+"$specd" generate --model "$target" --draft "$draft" --prompt "$prompt" --max-tokens 96
+echo
+echo "== specd bench: plain vs speculative on 8 Python stdlib prompts =="
+"$specd" bench --model "$target" --draft "$draft" --prompts bench/prompts/pycoder_eval.jsonl \
+  --num-prompts 8 --gen-len 128 --modes draft,draft@4,ngram,ngram+draft
