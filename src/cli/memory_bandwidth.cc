@@ -15,7 +15,7 @@ double measure_read_bandwidth(int threads, size_t bytes, int repeats) {
   const size_t words = bytes / sizeof(uint64_t);
   std::vector<uint64_t> buffer(words);
   for (size_t i = 0; i < words; ++i) buffer[i] = i * 0x9E3779B97F4A7C15ull;
-  ThreadPool pool(threads);
+  ThreadPool& pool = *ThreadPool::shared(threads);
   std::vector<uint64_t> sums(threads * 8, 0);
   double best = 0;
   for (int r = 0; r < repeats; ++r) {

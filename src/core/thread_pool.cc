@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <map>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -37,6 +38,18 @@ ThreadPool::~ThreadPool() {
   }
   wake_.notify_all();
   for (auto& worker : workers_) worker.join();
+}
+
+std::shared_ptr<ThreadPool> ThreadPool::shared(int n_threads) {
+  static std::mutex registry_mutex;
+  static std::map<int, std::weak_ptr<ThreadPool>> registry;
+  std::lock_guard<std::mutex> lock(registry_mutex);
+  std::shared_ptr<ThreadPool> pool = registry[n_threads].lock();
+  if (!pool) {
+    pool = std::make_shared<ThreadPool>(n_threads);
+    registry[n_threads] = pool;
+  }
+  return pool;
 }
 
 int ThreadPool::hardware_threads() {

@@ -5,6 +5,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -29,6 +30,10 @@ class ThreadPool {
 
   // Number of hardware threads, at least 1.
   static int hardware_threads();
+  // The process-wide pool of `n_threads` threads, created on first use and shared by every
+  // backend that asks for the same count, so that a draft and a target model on the CPU do not
+  // oversubscribe the cores. parallel_for must not be called from two threads at once.
+  static std::shared_ptr<ThreadPool> shared(int n_threads);
 
  private:
   void worker_loop(int thread);

@@ -1,0 +1,238 @@
+// Times the CPU backend's matmul and attention against the machine's streaming-read bandwidth.
+//
+// Usage: specd_kernel_bench [threads] [section...]; sections: bw, matmul (bf16 weights),
+// matmul-all (f32, f16, bf16), gemm, attention (default: all but matmul-all). Weights are cycled
+// through copies larger than the last-level cache, so every matmul reads its weight from DRAM as in
+// a real forward pass.
+#include <cblas.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "backend/cpu/cpu_backend.h"
+#include "core/thread_pool.h"
+#include "core/timer.h"
+
+namespace specd {
+namespace {
+
+constexpr size_t kColdBytes = size_t{512} << 20;  // weight copies cycled per shape
+
+// Times `calls` calls of fn(i) one by one (after `calls / 10 + 1` warm-up calls) and returns
+// {median, best} in seconds. The machine may be shared, so single calls are timed and the median
+// and best reported rather than a mean that one preemption can spoil.
+template <typename Fn>
+std::pair<double, double> time_calls(int calls, Fn&& fn) {
+  for (int i = 0; i < calls / 10 + 1; ++i) fn(i);
+  std::vector<double> times(calls);
+  for (int i = 0; i < calls; ++i) {
+    double t0 = now_seconds();
+    fn(i);
+    times[i] = now_seconds() - t0;
+  }
+  std::sort(times.begin(), times.end());
+  return {times[calls / 2], times[0]};
+}
+
+void fill_random(void* data, DType dtype, size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  for (size_t i = 0; i < n; ++i) store_from_f32(data, dtype, i, dist(rng));
+}
+
+// A streaming read of a 1 GiB buffer with the pool's threads, one 64 MiB piece per call. Each
+// thread reads its share as 4 interleaved streams with software prefetch 1 KiB ahead: the best of
+// the plain-C++ variants tried on Zen 3 (1 stream per thread reaches about half of it).
+class StreamingRead {
+ public:
+  explicit StreamingRead(ThreadPool& pool) : pool_(pool), buffer_(kBytes / 8), sums_(pool.size()) {
+    for (size_t i = 0; i < buffer_.size(); ++i) buffer_[i] = i * 0x9e3779b97f4a7c15ull;
+  }
+  static constexpr size_t kBytes = size_t{1} << 30, kPiece = size_t{64} << 20;
+
+  // Reads piece `call` mod 16.
+  void read_piece(int call) {
+    const size_t words = kPiece / 8;
+    const uint64_t* p = buffer_.data() + (call % (kBytes / kPiece)) * words;
+    pool_.parallel_for(
+        static_cast<int64_t>(words),
+        [&](int64_t begin, int64_t end, int thread) {
+          constexpr int64_t kAhead = 1024 / 8;
+          const int64_t sub = (end - begin) / 4;
+          const uint64_t* s[4] = {p + begin, p + begin + sub, p + begin + 2 * sub,
+                                  p + begin + 3 * sub};
+          uint64_t acc[4] = {0, 0, 0, 0};
+          for (int64_t i = 0; i < sub; i += 8) {
+            for (int j = 0; j < 4; ++j) {
+              __builtin_prefetch(s[j] + i + kAhead);
+              acc[j] += (s[j][i] + s[j][i + 1]) + (s[j][i + 2] + s[j][i + 3]) +
+                        (s[j][i + 4] + s[j][i + 5]) + (s[j][i + 6] + s[j][i + 7]);
+            }
+          }
+          sums_[thread] += acc[0] + acc[1] + acc[2] + acc[3];
+        },
+        4096);
+  }
+
+ private:
+  ThreadPool& pool_;
+  std::vector<uint64_t> buffer_;
+  std::vector<uint64_t> sums_;
+};
+
+double streaming_read_gbps(StreamingRead& reader, int threads) {
+  auto [median, best] = time_calls(64, [&](int call) { reader.read_piece(call); });
+  std::printf(
+      "streaming read, 1 GiB in 64 MiB pieces, %d threads: median %.2f GB/s, best %.2f "
+      "GB/s\n",
+      threads, StreamingRead::kPiece / median / 1e9, StreamingRead::kPiece / best / 1e9);
+  return StreamingRead::kPiece / median / 1e9;
+}
+
+// Matmul calls alternate with streaming-read pieces, so both come from the same minutes of a
+// machine whose bandwidth drifts; "ratio" is the median over adjacent (read, matmul) pairs of
+// matmul GB/s / read GB/s.
+void bench_matmul(CpuBackend& backend, StreamingRead& reader, bool all_dtypes) {
+  struct Shape {
+    int64_t n, k;
+  };
+  const Shape shapes[] = {{3072, 1024}, {1024, 3072}, {151936, 1024}};
+  const DType dtypes[] = {DType::kBF16, DType::kF16, DType::kF32};
+  for (DType dtype : dtypes) {
+    if (!all_dtypes && dtype != DType::kBF16) continue;
+    for (const Shape& s : shapes) {
+      const size_t w_bytes = static_cast<size_t>(s.n * s.k) * dtype_size(dtype);
+      const size_t copies = std::max<size_t>(1, kColdBytes / w_bytes);
+      std::vector<DeviceBuffer> weights;
+      for (size_t c = 0; c < copies; ++c) {
+        weights.push_back(backend.alloc(w_bytes));
+        fill_random(weights.back().data(), dtype, static_cast<size_t>(s.n * s.k), 7 + c);
+      }
+      std::vector<float> x(16 * s.k), y(16 * s.n);
+      fill_random(x.data(), DType::kF32, x.size(), 3);
+      for (int64_t m : {1, 2, 4, 8, 16}) {
+        Tensor xt = Tensor::make(x.data(), DType::kF32, m, s.k);
+        Tensor yt = Tensor::make(y.data(), DType::kF32, m, s.n);
+        const int calls = static_cast<int>(std::clamp<size_t>(2 * copies, 20, 200));
+        std::vector<double> read_times;
+        std::vector<double> times, ratios;
+        for (int call = -calls / 10 - 1; call < calls; ++call) {
+          double t0 = now_seconds();
+          reader.read_piece(call + calls);
+          double t1 = now_seconds();
+          backend.matmul(xt, weights[(call + calls) % copies].view(dtype, s.n, s.k), nullptr, yt,
+                         false);
+          double t2 = now_seconds();
+          if (call < 0) continue;
+          read_times.push_back(t1 - t0);
+          times.push_back(t2 - t1);
+          ratios.push_back((w_bytes / (t2 - t1)) / (StreamingRead::kPiece / (t1 - t0)));
+        }
+        std::sort(read_times.begin(), read_times.end());
+        std::sort(times.begin(), times.end());
+        std::sort(ratios.begin(), ratios.end());
+        const double t = times[times.size() / 2], best = times[0];
+        const double bw = StreamingRead::kPiece / read_times[read_times.size() / 2] / 1e9;
+        const double ratio = ratios[ratios.size() / 2];
+        const double gbps = static_cast<double>(w_bytes) / t / 1e9;
+        std::printf(
+            "matmul %-4s N=%-6lld K=%-5lld M=%-2lld %8.1f us %6.2f GB/s (best %5.2f) "
+            "read %5.2f GB/s, ratio %5.1f%%  %6.1f GFLOP/s\n",
+            std::string(dtype_name(dtype)).c_str(), static_cast<long long>(s.n),
+            static_cast<long long>(s.k), static_cast<long long>(m), t * 1e6, gbps,
+            w_bytes / best / 1e9, bw, 100.0 * ratio, 2.0 * m * s.n * s.k / t / 1e9);
+      }
+    }
+  }
+}
+
+void bench_gemm(CpuBackend& backend, int threads) {
+  const int64_t m = 128, k = 1024, n = 3072;
+  std::vector<float> x(m * k), y(m * n), w32(n * k);
+  std::vector<uint16_t> w16(n * k);
+  fill_random(x.data(), DType::kF32, x.size(), 1);
+  fill_random(w32.data(), DType::kF32, w32.size(), 2);
+  fill_random(w16.data(), DType::kBF16, w16.size(), 2);
+  Tensor xt = Tensor::make(x.data(), DType::kF32, m, k);
+  Tensor yt = Tensor::make(y.data(), DType::kF32, m, n);
+  const double flop = 2.0 * m * n * k;
+  for (DType dtype : {DType::kBF16, DType::kF32}) {
+    Tensor wt = Tensor::make(dtype == DType::kF32 ? static_cast<void*>(w32.data()) : w16.data(),
+                             dtype, n, k);
+    auto [t, best] = time_calls(40, [&](int) { backend.matmul(xt, wt, nullptr, yt, false); });
+    std::printf(
+        "gemm M=%lld K=%lld N=%lld %-4s (backend: pool x 1-thread sgemm): median %6.1f, "
+        "best %6.1f GFLOP/s\n",
+        static_cast<long long>(m), static_cast<long long>(k), static_cast<long long>(n),
+        std::string(dtype_name(dtype)).c_str(), flop / t / 1e9, flop / best / 1e9);
+  }
+  openblas_set_num_threads(threads);
+  auto [t, best] = time_calls(40, [&](int) {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, k, 1.0f, x.data(), k, w32.data(), k,
+                0.0f, y.data(), n);
+  });
+  openblas_set_num_threads(1);
+  std::printf(
+      "gemm M=%lld K=%lld N=%lld f32  (one cblas_sgemm, OpenBLAS %d threads): median "
+      "%6.1f, best %6.1f GFLOP/s\n",
+      static_cast<long long>(m), static_cast<long long>(k), static_cast<long long>(n), threads,
+      flop / t / 1e9, flop / best / 1e9);
+}
+
+void bench_attention(CpuBackend& backend) {
+  const int n_heads = 16, n_kv = 8, dh = 128;
+  const int64_t capacity = 1024;
+  std::vector<uint16_t> kc(capacity * n_kv * dh), vc(capacity * n_kv * dh);
+  fill_random(kc.data(), DType::kBF16, kc.size(), 5);
+  fill_random(vc.data(), DType::kBF16, vc.size(), 6);
+  KvLayerView cache{kc.data(), vc.data(), DType::kBF16, capacity, 1, capacity * n_kv * dh,
+                    n_kv,      dh};
+  for (int64_t m : {1, 128}) {
+    const int64_t ctx = 256;
+    std::vector<float> q(m * n_heads * dh), out(q.size());
+    fill_random(q.data(), DType::kF32, q.size(), 8);
+    std::vector<int32_t> slots(m, 0), index(m);
+    for (int64_t i = 0; i < m; ++i) index[i] = static_cast<int32_t>(m == 1 ? ctx - 1 : i);
+    AttentionRows rows;
+    rows.count = m;
+    rows.slots = Tensor::make(slots.data(), DType::kI32, 1, m);
+    rows.cache_index = Tensor::make(index.data(), DType::kI32, 1, m);
+    rows.positions = rows.cache_index;
+    Tensor qt = Tensor::make(q.data(), DType::kF32, m, n_heads * dh);
+    Tensor ot = Tensor::make(out.data(), DType::kF32, m, n_heads * dh);
+    auto [t, best] =
+        time_calls(200, [&](int) { backend.attention(qt, n_heads, cache, rows, 0.088f, ot); });
+    std::printf("attention %s: median %8.1f us, best %8.1f us\n",
+                m == 1 ? "decode, 1 row at context 256" : "prefill, 128 rows causal from 0",
+                t * 1e6, best * 1e6);
+  }
+}
+
+}  // namespace
+}  // namespace specd
+
+int main(int argc, char** argv) {
+  int threads = argc > 1 ? std::atoi(argv[1]) : 2;
+  auto want = [&](const char* name) {
+    if (argc <= 2) return true;
+    for (int i = 2; i < argc; ++i) {
+      if (std::strcmp(argv[i], name) == 0) return true;
+    }
+    return false;
+  };
+  specd::CpuBackend backend(threads);
+  std::printf("%s\n", backend.describe().c_str());
+  const bool all = want("matmul-all");
+  specd::StreamingRead reader(backend.pool());
+  if (want("bw")) specd::streaming_read_gbps(reader, threads);
+  if (want("matmul") || all) specd::bench_matmul(backend, reader, all);
+  if (want("gemm")) specd::bench_gemm(backend, threads);
+  if (want("attention")) specd::bench_attention(backend);
+  return 0;
+}

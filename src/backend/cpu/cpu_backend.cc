@@ -1,0 +1,229 @@
+// CpuBackend: argument checks, work splitting over the thread pool, dispatch to the kernels.
+#include "backend/cpu/cpu_backend.h"
+
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+
+#include "backend/cpu/kernels.h"
+#include "backend/op_checks.h"
+#include "core/error.h"
+
+namespace specd {
+
+namespace {
+
+// Rows from which matmul uses OpenBLAS: below it the Highway kernel is faster on Zen 3 (bf16
+// [3072, 1024], 2 threads: M=17 93 vs 31 GFLOP/s, M=32 113 vs 83, M=64 109 vs 102, M=128 106
+// vs 116). The Highway kernel is batch-invariant for any M, so every M < kGemmMinRows (which
+// includes M <= kSmallBatch) gets results independent of the other rows.
+constexpr int64_t kGemmMinRows = 65;
+// Column chunks of the small-M matmul are multiples of this (whole register tiles).
+constexpr int64_t kMatmulGrain = 8;
+// silu_mul splits rows into column chunks of this many elements.
+constexpr int64_t kSiluChunk = 2048;
+// Allocations of at least this size are 2 MiB aligned and advised to use huge pages.
+constexpr size_t kHugeAllocBytes = size_t{4} << 20;
+constexpr size_t kHugePageBytes = size_t{2} << 20;
+
+void check_host(const char* op, std::initializer_list<const Tensor*> tensors) {
+  for (const Tensor* t : tensors) {
+    SPECD_CHECK(t->device.kind == DeviceKind::kCpu, "{}: tensor on {} passed to the CPU backend",
+                op, device_name(t->device));
+  }
+}
+
+template <typename T>
+void grow(std::vector<T>& buffer, size_t size) {
+  if (buffer.size() < size) buffer.resize(size);
+}
+
+}  // namespace
+
+CpuBackend::CpuBackend(int threads)
+    : pool_(ThreadPool::shared(std::max(1, threads))), scratch_(pool_->size()) {
+  cpu::gemm_init();
+}
+
+std::string CpuBackend::describe() const {
+  return fmt::format("cpu ({}, {} thread{})", cpu::simd_target_name(), pool_->size(),
+                     pool_->size() == 1 ? "" : "s");
+}
+
+DeviceBuffer CpuBackend::alloc(size_t bytes) {
+  size_t align = bytes >= kHugeAllocBytes ? kHugePageBytes : 64;
+  size_t rounded = std::max<size_t>(align, (bytes + align - 1) / align * align);
+  void* data = std::aligned_alloc(align, rounded);
+  SPECD_CHECK(data != nullptr, "cpu: out of host memory allocating {} bytes", bytes);
+#ifdef MADV_HUGEPAGE
+  if (align == kHugePageBytes) madvise(data, rounded, MADV_HUGEPAGE);
+#endif
+  return DeviceBuffer(data, bytes, device(), [](void* p) { std::free(p); });
+}
+
+void CpuBackend::copy_to_device(void* dst, const void* src, size_t bytes) {
+  if (bytes != 0) std::memcpy(dst, src, bytes);
+}
+
+void CpuBackend::copy_to_host(void* dst, const void* src, size_t bytes) {
+  if (bytes != 0) std::memcpy(dst, src, bytes);
+}
+
+Tensor CpuBackend::place_weight(const Tensor& host, DeviceBuffer* /*storage*/) { return host; }
+
+void CpuBackend::embedding(const Tensor& ids, const Tensor& table, Tensor& out) {
+  check_host("embedding", {&ids, &table, &out});
+  op_checks::embedding(ids, table, out);
+  const size_t row_bytes = static_cast<size_t>(table.stride) * dtype_size(table.dtype);
+  run(ids.cols, ids.cols * table.cols, [&](int64_t begin, int64_t end, int) {
+    for (int64_t m = begin; m < end; ++m) {
+      const char* src =
+          static_cast<const char*>(table.data) + op_checks::i32_at(ids, m) * row_bytes;
+      cpu::widen_rows(src, table.dtype, 0, 1, table.cols, out.row<float>(m), 0);
+    }
+  });
+}
+
+void CpuBackend::matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y,
+                        bool accumulate) {
+  check_host("matmul", {&x, &w, &y});
+  if (bias != nullptr) check_host("matmul", {bias});
+  op_checks::matmul(x, w, bias, y);
+  cpu::MatmulArgs a;
+  a.x = x.ptr<const float>();
+  a.x_stride = x.stride;
+  a.w = w.data;
+  a.w_dtype = w.dtype;
+  a.w_stride = w.stride;
+  a.bias = bias != nullptr ? bias->data : nullptr;
+  a.bias_dtype = bias != nullptr ? bias->dtype : DType::kF32;
+  a.y = y.ptr<float>();
+  a.y_stride = y.stride;
+  a.m = x.rows;
+  a.n = w.rows;
+  a.k = w.cols;
+  a.accumulate = accumulate;
+  if (a.m == 0 || a.n == 0) return;
+  const int64_t work = a.m * a.n * std::max<int64_t>(a.k, 1);
+  if (a.m < kGemmMinRows || a.k == 0) {
+    run(
+        a.n, work, [&](int64_t begin, int64_t end, int) { cpu::matmul_small(a, begin, end); },
+        kMatmulGrain);
+    return;
+  }
+  if (a.w_dtype != DType::kF32) {
+    const auto size = static_cast<size_t>(cpu::gemm_block_rows(a.k) * a.k);
+    for (Scratch& s : scratch_) grow(s.gemm, size);
+  }
+  run(
+      a.n, work,
+      [&](int64_t begin, int64_t end, int t) {
+        cpu::matmul_gemm(a, begin, end, scratch_[t].gemm.data());
+      },
+      16);
+}
+
+void CpuBackend::rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& y) {
+  check_host("rms_norm", {&x, &weight, &y});
+  op_checks::rms_norm(x, weight, y);
+  run(x.rows, x.numel(), [&](int64_t begin, int64_t end, int) {
+    cpu::rms_norm_rows(x.row<const float>(begin), x.stride, weight.data, weight.dtype, eps,
+                       y.row<float>(begin), y.stride, end - begin, x.cols);
+  });
+}
+
+void CpuBackend::rope(Tensor& x, int n_heads, const Tensor& positions, const RopeTable& table) {
+  check_host("rope", {&x, &positions, &table.cos, &table.sin});
+  op_checks::rope(x, n_heads, positions, table);
+  run(x.rows, x.numel(), [&](int64_t begin, int64_t end, int) {
+    cpu::rope_rows(x.row<float>(begin), x.stride, end - begin, n_heads, table.cos.cols,
+                   positions.ptr<const int32_t>() + begin, table.cos.ptr<const float>(),
+                   table.sin.ptr<const float>(), table.cos.stride);
+  });
+}
+
+void CpuBackend::silu_mul(const Tensor& gate, const Tensor& up, Tensor& out) {
+  check_host("silu_mul", {&gate, &up, &out});
+  op_checks::silu_mul(gate, up, out);
+  const int64_t chunks = (gate.cols + kSiluChunk - 1) / kSiluChunk;
+  run(gate.rows * chunks, gate.numel(), [&](int64_t begin, int64_t end, int) {
+    for (int64_t item = begin; item < end; ++item) {
+      const int64_t r = item / chunks, c = item % chunks * kSiluChunk;
+      const int64_t n = std::min(kSiluChunk, gate.cols - c);
+      cpu::silu_mul_row(gate.row<const float>(r) + c, up.row<const float>(r) + c,
+                        out.row<float>(r) + c, n);
+    }
+  });
+}
+
+void CpuBackend::store_kv(const Tensor& k, const Tensor& v, const KvLayerView& cache,
+                          const AttentionRows& rows) {
+  check_host("store_kv", {&k, &v, &rows.slots, &rows.cache_index});
+  op_checks::store_kv(k, v, cache, rows);
+  const int64_t width = static_cast<int64_t>(cache.n_kv_heads) * cache.head_dim;
+  const size_t elem = dtype_size(cache.dtype);
+  for (int64_t m = 0; m < k.rows; ++m) {
+    const int64_t offset = op_checks::i32_at(rows.slots, m) * cache.slot_stride +
+                           op_checks::i32_at(rows.cache_index, m) * width;
+    cpu::narrow_row(k.row<const float>(m), width, cache.dtype,
+                    static_cast<char*>(cache.k) + offset * elem);
+    cpu::narrow_row(v.row<const float>(m), width, cache.dtype,
+                    static_cast<char*>(cache.v) + offset * elem);
+  }
+}
+
+void CpuBackend::attention(const Tensor& q, int n_heads, const KvLayerView& cache,
+                           const AttentionRows& rows, float scale, Tensor& out) {
+  check_host("attention", {&q, &out, &rows.slots});
+  op_checks::attention(q, n_heads, cache, rows, out);
+  const bool masked = rows.mask_start.data != nullptr;
+  cpu::AttentionArgs a;
+  a.q = q.ptr<const float>();
+  a.q_stride = q.stride;
+  a.out = out.ptr<float>();
+  a.out_stride = out.stride;
+  a.k = cache.k;
+  a.v = cache.v;
+  a.cache_dtype = cache.dtype;
+  a.slot_stride = cache.slot_stride;
+  a.n_heads = n_heads;
+  a.n_kv_heads = cache.n_kv_heads;
+  a.head_dim = cache.head_dim;
+  a.m = q.rows;
+  a.scale = scale;
+  a.slots = rows.slots.ptr<const int32_t>();
+  a.cache_index = masked ? nullptr : rows.cache_index.ptr<const int32_t>();
+  a.mask_start = masked ? rows.mask_start.ptr<const int32_t>() : nullptr;
+  a.mask = masked && rows.mask.cols > 0 ? rows.mask.ptr<const int32_t>() : nullptr;
+  a.mask_cols = masked ? rows.mask.cols : 0;
+  a.mask_stride = masked ? rows.mask.stride : 0;
+  if (a.m == 0) return;
+  // Heads sharing a KV head are computed together (one read of its keys and values) when that
+  // still leaves at least two items per thread.
+  const int group = n_heads / cache.n_kv_heads;
+  for (int h = std::min(group, cpu::kMaxHeadsPerItem); h >= 1; --h) {
+    if (group % h == 0 && (h == 1 || a.m * (n_heads / h) >= 2 * pool_->size())) {
+      a.heads_per_item = h;
+      break;
+    }
+  }
+  // Work estimate: entries seen by all rows times head_dim times heads (times 2 for K and V).
+  int64_t entries = 0;
+  for (int64_t m = 0; m < a.m; ++m) {
+    entries += masked ? a.mask_start[m] + a.mask_cols : a.cache_index[m] + 1;
+  }
+  const auto capacity = static_cast<size_t>(cache.capacity);
+  for (Scratch& s : scratch_) {
+    grow(s.scores, static_cast<size_t>(cpu::kMaxHeadsPerItem) * (capacity + 128));
+    grow(s.entries, capacity);
+  }
+  run(a.m * (n_heads / a.heads_per_item), 2 * entries * n_heads * cache.head_dim,
+      [&](int64_t begin, int64_t end, int t) {
+        cpu::attention_items(a, begin, end,
+                             {scratch_[t].scores.data(), scratch_[t].entries.data()});
+      });
+}
+
+}  // namespace specd

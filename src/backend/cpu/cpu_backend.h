@@ -1,0 +1,73 @@
+// The CPU backend: host memory, Highway kernels and OpenBLAS, parallelised with a ThreadPool.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+#include "core/thread_pool.h"
+
+namespace specd {
+
+class CpuBackend final : public Backend {
+ public:
+  // `threads` workers including the calling thread (at least 1), from the process-wide pool.
+  explicit CpuBackend(int threads);
+
+  Device device() const override { return Device{DeviceKind::kCpu, 0}; }
+  std::string describe() const override;  // "cpu (AVX2, 2 threads)"
+  int threads() const { return pool_->size(); }
+  // The backend's workers, for other CPU work of the same process (one pool, no oversubscription).
+  ThreadPool& pool() { return *pool_; }
+
+  DeviceBuffer alloc(size_t bytes) override;
+  void copy_to_device(void* dst, const void* src, size_t bytes) override;
+  void copy_to_host(void* dst, const void* src, size_t bytes) override;
+  Tensor place_weight(const Tensor& host, DeviceBuffer* storage) override;
+  void synchronize() override {}
+
+  void embedding(const Tensor& ids, const Tensor& table, Tensor& out) override;
+  void matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y,
+              bool accumulate) override;
+  void rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& y) override;
+  void rope(Tensor& x, int n_heads, const Tensor& positions, const RopeTable& table) override;
+  void silu_mul(const Tensor& gate, const Tensor& up, Tensor& out) override;
+  void store_kv(const Tensor& k, const Tensor& v, const KvLayerView& cache,
+                const AttentionRows& rows) override;
+  void attention(const Tensor& q, int n_heads, const KvLayerView& cache, const AttentionRows& rows,
+                 float scale, Tensor& out) override;
+
+ private:
+  // Per-thread buffers, grown (never shrunk) on the calling thread before a parallel loop, so
+  // steady-state calls allocate nothing.
+  struct Scratch {
+    std::vector<float> gemm;       // [gemm_block_rows(K), K] widened weight rows
+    std::vector<float> scores;     // [kMaxHeadsPerItem, capacity + 128] attention weights
+    std::vector<int32_t> entries;  // [capacity] visible cache entries
+  };
+
+  // Runs fn(begin, end, thread) over [0, n) on the pool, or on the calling thread alone when
+  // `work` (about the number of multiply-adds or elements touched) is too small to be worth
+  // waking the workers. fn is passed through a one-reference wrapper, which std::function
+  // stores without allocating.
+  template <typename Fn>
+  void run(int64_t n, int64_t work, const Fn& fn, int64_t grain = 1) {
+    if (n <= 0) return;
+    if (work < kMinParallelWork || pool_->size() == 1) {
+      fn(int64_t{0}, n, 0);
+    } else {
+      pool_->parallel_for(
+          n, [&fn](int64_t begin, int64_t end, int thread) { fn(begin, end, thread); }, grain);
+    }
+  }
+
+  // Below this much work an op runs on the calling thread only (a pool wake-up costs ~1-2 us).
+  static constexpr int64_t kMinParallelWork = 1 << 15;
+
+  std::shared_ptr<ThreadPool> pool_;  // shared by the process's CPU backends
+  std::vector<Scratch> scratch_;  // one per pool thread
+};
+
+}  // namespace specd

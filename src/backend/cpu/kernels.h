@@ -1,0 +1,103 @@
+// Private declarations of the CPU kernels (Highway, dynamically dispatched) used by CpuBackend.
+#pragma once
+
+#include <cstdint>
+
+#include "core/dtype.h"
+
+namespace specd::cpu {
+
+// y[:, n] = x · w[n]ᵀ (+ bias[n]) (+ y[:, n] if accumulate), for columns [n_begin, n_end).
+struct MatmulArgs {
+  const float* x = nullptr;  // [m, k] f32, row stride x_stride
+  int64_t x_stride = 0;
+  const void* w = nullptr;  // [n, k] f32/f16/bf16, row stride w_stride
+  DType w_dtype = DType::kF32;
+  int64_t w_stride = 0;
+  const void* bias = nullptr;  // [1, n] f32/f16/bf16 or nullptr
+  DType bias_dtype = DType::kF32;
+  float* y = nullptr;  // [m, n] f32, row stride y_stride
+  int64_t y_stride = 0;
+  int64_t m = 0, n = 0, k = 0;
+  bool accumulate = false;
+};
+
+// The batch-invariant small-M kernel: every (row, column) result is reduced in an order that
+// depends only on k (and the SIMD target), never on m or on [n_begin, n_end).
+void matmul_small(const MatmulArgs& args, int64_t n_begin, int64_t n_end);
+
+// Sets OpenBLAS to one thread (once per process): the pool parallelises over column blocks.
+void gemm_init();
+
+// Weight rows per block of the large-M path for a given k (a multiple of 16, about 1 MiB of f32
+// per block); the caller's scratch holds gemm_block_rows(k) * k floats per thread.
+int64_t gemm_block_rows(int64_t k);
+
+// The large-M (prefill) path for columns [n_begin, n_end): widens gemm_block_rows(k) weight rows
+// at a time into `scratch` and calls single-threaded cblas_sgemm on them (f32 weights are used
+// in place, in one call). Not batch-invariant (OpenBLAS picks its own blocking); accurate to f32
+// GEMM rounding.
+void matmul_gemm(const MatmulArgs& args, int64_t n_begin, int64_t n_end, float* scratch);
+
+// dst[r][c] = src[r][c] widened to f32 for r < rows, c < cols. src: f32/f16/bf16.
+void widen_rows(const void* src, DType dtype, int64_t src_stride, int64_t rows, int64_t cols,
+                float* dst, int64_t dst_stride);
+
+// f32 -> dtype (bf16 and f16 round to nearest even), n elements.
+void narrow_row(const float* src, int64_t n, DType dtype, void* dst);
+
+// y[r] = (x[r] * (1 / sqrt(mean(x[r]²) + eps))) * w for rows [0, rows). x, y: f32; w: [cols].
+void rms_norm_rows(const float* x, int64_t x_stride, const void* w, DType w_dtype, float eps,
+                   float* y, int64_t y_stride, int64_t rows, int64_t cols);
+
+// In-place rotate-half rotary embedding of rows [0, rows) of x ([rows, n_heads * 2 * half]).
+// cos/sin: [*, half] f32 tables with row stride table_stride, indexed by positions[r].
+void rope_rows(float* x, int64_t x_stride, int64_t rows, int n_heads, int64_t half,
+               const int32_t* positions, const float* cos, const float* sin, int64_t table_stride);
+
+// out = silu(gate) * up = gate / (1 + exp(-gate)) * up, n elements.
+void silu_mul_row(const float* gate, const float* up, float* out, int64_t n);
+
+// One attention problem: everything the per-(row, head) kernel needs.
+struct AttentionArgs {
+  const float* q = nullptr;  // [m, n_heads * head_dim] f32
+  int64_t q_stride = 0;
+  float* out = nullptr;  // like q (may alias q)
+  int64_t out_stride = 0;
+  const void* k = nullptr;  // cache k[slot][index][kv_head][head_dim]
+  const void* v = nullptr;
+  DType cache_dtype = DType::kBF16;
+  int64_t slot_stride = 0;
+  int n_heads = 0, n_kv_heads = 0, head_dim = 0;
+  int64_t m = 0;
+  float scale = 1.0f;
+  const int32_t* slots = nullptr;        // [m]
+  const int32_t* cache_index = nullptr;  // [m] (causal rows)
+  const int32_t* mask_start = nullptr;   // [m] or nullptr (causal)
+  const int32_t* mask = nullptr;         // [m, mask_cols] with row stride mask_stride
+  int64_t mask_cols = 0, mask_stride = 0;
+  // Heads per work item: a divisor of n_heads / n_kv_heads, at most kMaxHeadsPerItem. Heads of
+  // one item share each load of their KV head's keys and values.
+  int heads_per_item = 1;
+};
+
+inline constexpr int kMaxHeadsPerItem = 8;
+
+// Per-thread buffers for attention_items: scores holds heads_per_item * (capacity + 128)
+// floats, entries capacity ints.
+struct AttentionScratch {
+  float* scores = nullptr;
+  int32_t* entries = nullptr;
+};
+
+// Computes items [begin, end) of m * n_heads / heads_per_item: item i is heads
+// [(i / m) * heads_per_item, +heads_per_item) of row i % m. Each (row, head) is computed by one
+// thread in a fixed order that depends only on what the row sees, so its result does not depend
+// on the other rows or on heads_per_item.
+void attention_items(const AttentionArgs& args, int64_t begin, int64_t end,
+                     const AttentionScratch& scratch);
+
+// Name of the SIMD target the kernels dispatch to on this machine, e.g. "AVX2".
+const char* simd_target_name();
+
+}  // namespace specd::cpu

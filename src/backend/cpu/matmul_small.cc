@@ -1,0 +1,174 @@
+// Batch-invariant small-M matmul (M <= 64 rows): streams each weight row once for all rows.
+//
+// Every (row m, column n) result is computed by the same sequence of operations, whatever M,
+// the tile it falls in or the thread's column range: one vector accumulator of f32 lanes over
+// k = 0, L, 2L, ... (L = lanes of the target), acc = w * x + acc, then the fixed horizontal sum
+// of SumOfLanes4, plus a scalar sum of the k % L tail elements, then + bias, then y + result.
+// Rows and columns are grouped in register tiles (MR rows x NR columns) only to reuse each
+// widened weight vector across rows and each x vector across columns.
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "backend/cpu/matmul_small.cc"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+// Must come after foreach_target.h.
+#include "hwy/cache_control.h"
+#include "hwy/highway.h"
+//
+#include "backend/cpu/kernels.h"
+#include "backend/cpu/simd-inl.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace specd::cpu {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+// Register tiles: columns per tile, and rows per tile when M > 1.
+#if HWY_TARGET <= HWY_AVX3
+constexpr int kTileCols = 4;  // 32 vector registers
+constexpr int kTileRows = 4;
+#else
+constexpr int kTileCols = 3;  // 16 vector registers: 12 accumulators + 3 weights + 1 x
+constexpr int kTileRows = 4;
+#endif
+constexpr int kDecodeCols = 3;  // columns per tile when M == 1 (3 streams: measured best)
+// Software prefetch distance in each weight row (hardware prefetch alone leaves DRAM idle).
+constexpr int64_t kPrefetchBytes = 1024;
+
+// Computes rows [m0, m0 + MR) x columns n0 + j * n_step for j < NR.
+template <int MR, int NR, typename W>
+HWY_INLINE void Tile(const MatmulArgs& a, int64_t m0, int64_t n0, int64_t n_step) {
+  const hn::ScalableTag<float> d;
+  using V = hn::Vec<decltype(d)>;
+  const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
+  const int64_t k_vec = a.k - a.k % lanes;
+  const W* w[NR];
+  const float* x[MR];
+  for (int j = 0; j < NR; ++j) w[j] = static_cast<const W*>(a.w) + (n0 + j * n_step) * a.w_stride;
+  for (int i = 0; i < MR; ++i) x[i] = a.x + (m0 + i) * a.x_stride;
+  V acc[MR][NR];
+  for (int i = 0; i < MR; ++i) {
+    for (int j = 0; j < NR; ++j) acc[i][j] = hn::Zero(d);
+  }
+  // One k step: acc[i][j] = w[j][k..] * x[i][k..] + acc[i][j].
+  auto step = [&](int64_t k) HWY_ATTR {
+    V wv[NR];
+    for (int j = 0; j < NR; ++j) wv[j] = LoadWidened(d, w[j] + k);
+    for (int i = 0; i < MR; ++i) {
+      const V xv = hn::LoadU(d, x[i] + k);
+      for (int j = 0; j < NR; ++j) acc[i][j] = hn::MulAdd(wv[j], xv, acc[i][j]);
+    }
+  };
+  // Steps per 64-byte line of weights, with one prefetch per weight row and line (prefetches do
+  // not change the arithmetic).
+  constexpr int64_t kLineSteps = HWY_MAX(1, 64 / static_cast<int64_t>(hn::MaxLanes(d) * sizeof(W)));
+  constexpr int64_t kAhead = kPrefetchBytes / static_cast<int64_t>(sizeof(W));
+  int64_t k = 0;
+  for (; k + kLineSteps * lanes <= k_vec; k += kLineSteps * lanes) {
+    if (kPrefetchBytes > 0) {
+      for (int j = 0; j < NR; ++j) hwy::Prefetch(w[j] + k + kAhead);
+    }
+    for (int64_t u = 0; u < kLineSteps; ++u) step(k + u * lanes);
+  }
+  for (; k < k_vec; k += lanes) step(k);
+  // Horizontal sums, four accumulators at a time (padded with repeats of the last one).
+  constexpr int kCount = MR * NR;
+  const V* flat = &acc[0][0];
+  float sums[(kCount + 3) / 4 * 4];
+  for (int g = 0; g < kCount; g += 4) {
+    SumOfLanes4(d, flat[g], flat[HWY_MIN(g + 1, kCount - 1)], flat[HWY_MIN(g + 2, kCount - 1)],
+                flat[HWY_MIN(g + 3, kCount - 1)], sums + g);
+  }
+  float bias[NR];
+  for (int j = 0; j < NR; ++j) {
+    bias[j] = a.bias != nullptr ? load_as_f32(a.bias, a.bias_dtype, n0 + j * n_step) : 0.0f;
+  }
+  for (int i = 0; i < MR; ++i) {
+    float* y = a.y + (m0 + i) * a.y_stride + n0;
+    for (int j = 0; j < NR; ++j) {
+      float r = sums[i * NR + j];
+      if (k_vec < a.k) {
+        float tail = 0.0f;
+        for (int64_t k = k_vec; k < a.k; ++k) tail += x[i][k] * WidenScalar(w[j][k]);
+        r = r + tail;
+      }
+      if (a.bias != nullptr) r = r + bias[j];
+      float& out = y[j * n_step];
+      out = a.accumulate ? out + r : r;
+    }
+  }
+}
+
+// All rows of columns n0 + j * n_step, j < NR.
+template <int NR, typename W>
+HWY_INLINE void Columns(const MatmulArgs& a, int64_t n0, int64_t n_step) {
+  int64_t m = 0;
+  if (a.m == 1) {
+    Tile<1, NR, W>(a, 0, n0, n_step);
+    return;
+  }
+  for (; m + kTileRows <= a.m; m += kTileRows) Tile<kTileRows, NR, W>(a, m, n0, n_step);
+  switch (a.m - m) {
+    case 3:
+      Tile<3, NR, W>(a, m, n0, n_step);
+      break;
+    case 2:
+      Tile<2, NR, W>(a, m, n0, n_step);
+      break;
+    case 1:
+      Tile<1, NR, W>(a, m, n0, n_step);
+      break;
+    default:
+      break;
+  }
+}
+
+// Splits [n_begin, n_end) into NR equal runs and walks them side by side, so the tile reads NR
+// distant weight rows: NR sequential streams keep more DRAM requests in flight than one.
+template <int NR, typename W>
+void Walk(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
+  const int64_t run = (n_end - n_begin) / NR;
+  for (int64_t i = 0; i < run; ++i) Columns<NR, W>(a, n_begin + i, run);
+  for (int64_t n = n_begin + NR * run; n < n_end; ++n) Columns<1, W>(a, n, 0);
+}
+
+template <typename W>
+void Run(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
+  if (a.m == 1) {
+    Walk<kDecodeCols, W>(a, n_begin, n_end);
+  } else {
+    Walk<kTileCols, W>(a, n_begin, n_end);
+  }
+}
+
+void MatmulSmall(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
+  switch (a.w_dtype) {
+    case DType::kF32:
+      return Run<float>(a, n_begin, n_end);
+    case DType::kF16:
+      return Run<hwy::float16_t>(a, n_begin, n_end);
+    case DType::kBF16:
+      return Run<hwy::bfloat16_t>(a, n_begin, n_end);
+    case DType::kI32:
+      break;
+  }
+}
+
+const char* TargetName() { return hwy::TargetName(HWY_TARGET); }
+
+}  // namespace HWY_NAMESPACE
+}  // namespace specd::cpu
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace specd::cpu {
+
+HWY_EXPORT(MatmulSmall);
+HWY_EXPORT(TargetName);
+
+void matmul_small(const MatmulArgs& args, int64_t n_begin, int64_t n_end) {
+  HWY_DYNAMIC_DISPATCH(MatmulSmall)(args, n_begin, n_end);
+}
+
+const char* simd_target_name() { return HWY_DYNAMIC_DISPATCH(TargetName)(); }
+
+}  // namespace specd::cpu
+#endif  // HWY_ONCE

@@ -1,0 +1,23 @@
+// Double-precision reference implementations of every backend op: the oracles for kernel tests.
+#pragma once
+
+#include "backend/backend.h"
+
+// Plain loops on host tensors, accumulating in double and rounding once to the output dtype.
+// Same shapes, semantics and argument checks as the Backend ops of the same name.
+namespace specd::reference {
+
+void embedding(const Tensor& ids, const Tensor& table, Tensor& out);
+void matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y, bool accumulate);
+void rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& y);
+void rope(Tensor& x, int n_heads, const Tensor& positions, const RopeTable& table);
+void silu_mul(const Tensor& gate, const Tensor& up, Tensor& out);
+void store_kv(const Tensor& k, const Tensor& v, const KvLayerView& cache,
+              const AttentionRows& rows);
+void attention(const Tensor& q, int n_heads, const KvLayerView& cache, const AttentionRows& rows,
+               float scale, Tensor& out);
+
+// True if row m of `rows` may attend to cache entry j (causal or mask form).
+bool visible(const AttentionRows& rows, int64_t m, int64_t j);
+
+}  // namespace specd::reference

@@ -1,0 +1,235 @@
+// store_kv and attention on the CPU backend vs the double reference; batch invariance; masks.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <utility>
+#include <vector>
+
+#include "backend/cpu/cpu_backend.h"
+#include "backend/reference.h"
+#include "core/error.h"
+#include "test_util.h"
+
+namespace specd {
+namespace {
+
+using backend_test::HostTensor;
+using backend_test::i32_vector;
+using backend_test::max_rel_error;
+using backend_test::same_bits;
+
+// f32 scores, exp and weighted sums vs double, relative to max |reference|.
+constexpr double kAttentionTolerance = 1e-5;
+
+const DType kCacheTypes[] = {DType::kF32, DType::kF16, DType::kBF16};
+
+CpuBackend& backend() {
+  static CpuBackend instance(2);
+  return instance;
+}
+
+// A KV cache with random contents in every slot.
+struct Cache {
+  Cache(DType dtype, int64_t slots, int64_t capacity, int n_kv, int dh, uint32_t seed)
+      : k(HostTensor(dtype, slots * capacity, n_kv * dh).random(seed)),
+        v(HostTensor(dtype, slots * capacity, n_kv * dh).random(seed + 1)) {
+    view =
+        KvLayerView{k.t().data, v.t().data, dtype, capacity, slots, capacity * n_kv * dh, n_kv, dh};
+  }
+  Cache(HostTensor k_in, HostTensor v_in, KvLayerView view_in)
+      : k(std::move(k_in)), v(std::move(v_in)), view(view_in) {
+    view.k = k.t().data;
+    view.v = v.t().data;
+  }
+  Cache clone() const { return Cache(k.clone(), v.clone(), view); }
+  HostTensor k, v;
+  KvLayerView view;
+};
+
+// Rows with the given slots and cache indexes (causal); the tensors live in the struct.
+struct Rows {
+  Rows(std::vector<int32_t> slot_list, std::vector<int32_t> index_list)
+      : slots(i32_vector(slot_list)), index(i32_vector(index_list)) {
+    rows.count = static_cast<int64_t>(slot_list.size());
+    rows.slots = slots.t();
+    rows.cache_index = index.t();
+    rows.positions = index.t();
+  }
+  HostTensor slots, index;
+  HostTensor mask_start, mask;
+  AttentionRows rows;
+};
+
+TEST(StoreKv, WritesRowsInTheCacheDtype) {
+  uint32_t seed = 10;
+  for (DType dtype : kCacheTypes) {
+    Cache got(dtype, 3, 20, 2, 24, seed += 5);
+    Cache want = got.clone();
+    Rows r({2, 0, 2, 1}, {0, 19, 7, 3});
+    HostTensor k = HostTensor(DType::kF32, 4, 48).random(seed + 2, -4.0f, 4.0f);
+    HostTensor v = HostTensor(DType::kF32, 4, 48).random(seed + 3, -4.0f, 4.0f);
+    backend().store_kv(k.t(), v.t(), got.view, r.rows);
+    reference::store_kv(k.t(), v.t(), want.view, r.rows);
+    EXPECT_EQ(std::memcmp(got.k.t().data, want.k.t().data, got.k.t().bytes()), 0);
+    EXPECT_EQ(std::memcmp(got.v.t().data, want.v.t().data, got.v.t().bytes()), 0);
+    // Entries are rounded to nearest even (bf16 / f16) from the f32 rows.
+    const int64_t entry = 2 * 20 + 7;  // row 2: slot 2, index 7
+    if (dtype == DType::kBF16) {
+      EXPECT_EQ(got.k.at(entry, 5), bf16_to_f32(f32_to_bf16(k.at(2, 5))));
+    } else if (dtype == DType::kF16) {
+      EXPECT_EQ(got.v.at(entry, 5), f16_to_f32(f32_to_f16(v.at(2, 5))));
+    } else {
+      EXPECT_EQ(got.k.at(entry, 5), k.at(2, 5));
+    }
+  }
+}
+
+TEST(StoreKv, RejectsOutOfRangeRows) {
+  Cache c(DType::kBF16, 2, 16, 1, 8, 1);
+  HostTensor k = HostTensor(DType::kF32, 1, 8).random(2), v = HostTensor(DType::kF32, 1, 8);
+  EXPECT_THROW(backend().store_kv(k.t(), v.t(), c.view, Rows({0}, {16}).rows), Error);
+  EXPECT_THROW(backend().store_kv(k.t(), v.t(), c.view, Rows({0}, {-1}).rows), Error);
+  EXPECT_THROW(backend().store_kv(k.t(), v.t(), c.view, Rows({2}, {0}).rows), Error);
+  EXPECT_THROW(backend().store_kv(k.t(), v.t(), c.view, Rows({-1}, {0}).rows), Error);
+  EXPECT_THROW(backend().store_kv(k.t(), v.t(), c.view, Rows({0, 0}, {1, 2}).rows), Error);
+  HostTensor wide = HostTensor(DType::kF32, 1, 16).random(3);
+  EXPECT_THROW(backend().store_kv(wide.t(), wide.t(), c.view, Rows({0}, {0}).rows), Error);
+  EXPECT_NO_THROW(backend().store_kv(k.t(), v.t(), c.view, Rows({1}, {15}).rows));
+}
+
+double attention_error(const Cache& c, int n_heads, const AttentionRows& rows, uint32_t seed) {
+  const int64_t m = rows.count, width = int64_t{n_heads} * c.view.head_dim;
+  HostTensor q = HostTensor(DType::kF32, m, width).random(seed, -2.0f, 2.0f);
+  HostTensor out(DType::kF32, m, width), want(DType::kF32, m, width);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(c.view.head_dim));
+  backend().attention(q.t(), n_heads, c.view, rows, scale, out.t());
+  reference::attention(q.t(), n_heads, c.view, rows, scale, want.t());
+  return max_rel_error(out.t(), want.t());
+}
+
+TEST(Attention, CausalMatchesReference) {
+  uint32_t seed = 100;
+  struct Heads {
+    int q, kv, dh;
+  };
+  for (DType dtype : kCacheTypes) {
+    for (Heads h : {Heads{16, 8, 128}, Heads{4, 1, 20}, Heads{3, 3, 5}, Heads{2, 1, 1}}) {
+      Cache c(dtype, 2, 300, h.kv, h.dh, seed += 5);
+      // Decode rows of different slots and lengths, then a verify block.
+      Rows decode({1, 0, 1}, {0, 255, 299});
+      EXPECT_LE(attention_error(c, h.q, decode.rows, seed + 2), kAttentionTolerance)
+          << backend_test::name(dtype) << " heads " << h.q << "/" << h.kv << " dh " << h.dh;
+      Rows verify({0, 0, 0, 0, 0}, {40, 41, 42, 43, 44});
+      EXPECT_LE(attention_error(c, h.q, verify.rows, seed + 3), kAttentionTolerance)
+          << backend_test::name(dtype) << " verify, heads " << h.q << "/" << h.kv;
+    }
+  }
+}
+
+TEST(Attention, PrefillMatchesReference) {
+  Cache c(DType::kBF16, 1, 128, 2, 128, 77);
+  std::vector<int32_t> slots(128, 0), index(128);
+  for (int i = 0; i < 128; ++i) index[i] = i;
+  Rows prefill(slots, index);
+  EXPECT_LE(attention_error(c, 4, prefill.rows, 78), kAttentionTolerance);
+}
+
+// Rows in the mask form: row m sees [0, start[m]) and start[m] + j where mask[m][j] != 0.
+Rows masked_rows(const std::vector<int32_t>& slots, const std::vector<int32_t>& start,
+                 const std::vector<std::vector<int32_t>>& mask) {
+  Rows r(slots, std::vector<int32_t>(slots.size(), 0));
+  r.mask_start = i32_vector(start);
+  int64_t cols = mask.empty() ? 0 : static_cast<int64_t>(mask[0].size());
+  r.mask = HostTensor(DType::kI32, static_cast<int64_t>(slots.size()), cols);
+  for (size_t i = 0; i < mask.size(); ++i) {
+    for (int64_t j = 0; j < cols; ++j) r.mask.i32()[i * cols + j] = mask[i][j];
+  }
+  r.rows.cache_index = Tensor{};
+  r.rows.mask_start = r.mask_start.t();
+  r.rows.mask = r.mask.t();
+  return r;
+}
+
+TEST(Attention, TreeMaskMatchesReference) {
+  uint32_t seed = 200;
+  for (DType dtype : kCacheTypes) {
+    Cache c(dtype, 2, 64, 2, 32, seed += 5);
+    // A tree of 5 nodes after 30 committed entries: 0 -> {1, 2}, 1 -> 3, 2 -> 4.
+    Rows r = masked_rows(
+        {1, 1, 1, 1, 1}, {30, 30, 30, 30, 30},
+        {{1, 0, 0, 0, 0}, {1, 1, 0, 0, 0}, {1, 0, 1, 0, 0}, {1, 1, 0, 1, 0}, {1, 0, 1, 0, 1}});
+    EXPECT_LE(attention_error(c, 4, r.rows, seed + 2), kAttentionTolerance)
+        << backend_test::name(dtype);
+  }
+}
+
+TEST(Attention, CausalMaskGivesTheCausalBits) {
+  Cache c(DType::kBF16, 2, 64, 2, 64, 300);
+  const int64_t m = 6, width = 4 * 64;
+  std::vector<std::vector<int32_t>> tri(m, std::vector<int32_t>(m, 0));
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j <= i; ++j) tri[i][j] = 1;
+  }
+  Rows masked = masked_rows(std::vector<int32_t>(m, 1), std::vector<int32_t>(m, 20), tri);
+  Rows causal(std::vector<int32_t>(m, 1), {20, 21, 22, 23, 24, 25});
+  HostTensor q = HostTensor(DType::kF32, m, width).random(301);
+  HostTensor a(DType::kF32, m, width), b(DType::kF32, m, width);
+  backend().attention(q.t(), 4, c.view, causal.rows, 0.125f, a.t());
+  backend().attention(q.t(), 4, c.view, masked.rows, 0.125f, b.t());
+  for (int64_t r = 0; r < m; ++r) EXPECT_TRUE(same_bits(a.t(), r, b.t(), r)) << "row " << r;
+}
+
+TEST(Attention, BatchInvariantUpToSmallBatch) {
+  for (DType dtype : kCacheTypes) {
+    Cache c(dtype, 4, 320, 8, 128, 400);
+    const int n_heads = 16;
+    const int64_t width = int64_t{n_heads} * 128;
+    // Rows 0-7: a verify block in slot 2 (row m sees entries up to 250 + m); rows 8-15: decode
+    // rows of other slots and lengths.
+    std::vector<int32_t> slots = {2, 2, 2, 2, 2, 2, 2, 2, 0, 1, 3, 0, 1, 3, 0, 1};
+    std::vector<int32_t> index = {250, 251, 252, 253, 254, 255, 256, 257,
+                                  0,   9,   300, 77,  128, 319, 5,   200};
+    HostTensor q = HostTensor(DType::kF32, kSmallBatch, width).random(401);
+    HostTensor alone(DType::kF32, kSmallBatch, width);
+    for (int64_t r = 0; r < kSmallBatch; ++r) {
+      Rows one({slots[r]}, {index[r]});
+      Tensor out = alone.t().slice_rows(r, 1);
+      backend().attention(q.t().slice_rows(r, 1), n_heads, c.view, one.rows, 0.088f, out);
+    }
+    for (int64_t m = 1; m <= kSmallBatch; ++m) {
+      Rows batch(std::vector<int32_t>(slots.begin(), slots.begin() + m),
+                 std::vector<int32_t>(index.begin(), index.begin() + m));
+      HostTensor out(DType::kF32, m, width);
+      backend().attention(q.t().slice_rows(0, m), n_heads, c.view, batch.rows, 0.088f, out.t());
+      for (int64_t r = 0; r < m; ++r) {
+        ASSERT_TRUE(same_bits(out.t(), r, alone.t(), r))
+            << backend_test::name(dtype) << ": row " << r << " of M=" << m;
+      }
+    }
+  }
+}
+
+TEST(Attention, InPlaceOutput) {
+  Cache c(DType::kBF16, 1, 40, 2, 16, 500);
+  Rows r({0, 0, 0}, {10, 11, 39});
+  HostTensor q = HostTensor(DType::kF32, 3, 64).random(501);
+  HostTensor want(DType::kF32, 3, 64);
+  backend().attention(q.t(), 4, c.view, r.rows, 0.25f, want.t());
+  backend().attention(q.t(), 4, c.view, r.rows, 0.25f, q.t());
+  for (int64_t i = 0; i < 3; ++i) EXPECT_TRUE(same_bits(q.t(), i, want.t(), i));
+}
+
+TEST(Attention, RejectsBadRows) {
+  Cache c(DType::kBF16, 2, 16, 2, 8, 600);
+  HostTensor q = HostTensor(DType::kF32, 1, 32).random(601), out(DType::kF32, 1, 32);
+  EXPECT_THROW(backend().attention(q.t(), 4, c.view, Rows({0}, {16}).rows, 1.0f, out.t()), Error);
+  EXPECT_THROW(backend().attention(q.t(), 4, c.view, Rows({5}, {1}).rows, 1.0f, out.t()), Error);
+  EXPECT_THROW(backend().attention(q.t(), 3, c.view, Rows({0}, {1}).rows, 1.0f, out.t()), Error);
+  Rows beyond = masked_rows({0}, {14}, {{1, 1, 1}});  // sees entry 16
+  EXPECT_THROW(backend().attention(q.t(), 4, c.view, beyond.rows, 1.0f, out.t()), Error);
+  Rows empty = masked_rows({0}, {0}, {{0, 0}});  // sees nothing
+  EXPECT_THROW(backend().attention(q.t(), 4, c.view, empty.rows, 1.0f, out.t()), Error);
+}
+
+}  // namespace
+}  // namespace specd

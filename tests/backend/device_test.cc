@@ -1,0 +1,69 @@
+// Device names, make_backend() and the CPU backend's memory functions.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "backend/backend.h"
+#include "core/error.h"
+
+namespace specd {
+namespace {
+
+TEST(Device, ParsesAndPrintsNames) {
+  EXPECT_EQ(parse_device("cpu"), (Device{DeviceKind::kCpu, 0}));
+  EXPECT_EQ(parse_device("cuda"), (Device{DeviceKind::kCuda, 0}));
+  EXPECT_EQ(parse_device("cuda:3"), (Device{DeviceKind::kCuda, 3}));
+  EXPECT_EQ(device_name(Device{DeviceKind::kCpu, 0}), "cpu");
+  EXPECT_EQ(device_name(Device{DeviceKind::kCuda, 1}), "cuda:1");
+  EXPECT_EQ(parse_device(device_name(Device{DeviceKind::kCuda, 12})),
+            (Device{DeviceKind::kCuda, 12}));
+}
+
+TEST(Device, RejectsBadNames) {
+  for (const char* bad : {"gpu", "", "CPU", "cuda:", "cuda:x", "cuda:-1", "cuda:1x", "cuda:+1",
+                          "cuda:99999999999", "cuda 0", "cpu:0"}) {
+    EXPECT_THROW(parse_device(bad), Error) << "'" << bad << "'";
+  }
+  try {
+    parse_device("gpu");
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("gpu"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Backend, MakesTheCpuBackend) {
+  auto backend = make_backend(Device{DeviceKind::kCpu, 0}, 2);
+  ASSERT_NE(backend, nullptr);
+  EXPECT_EQ(backend->device(), (Device{DeviceKind::kCpu, 0}));
+  std::string description = backend->describe();
+  EXPECT_EQ(description.rfind("cpu (", 0), 0u) << description;
+  EXPECT_NE(description.find("2 threads"), std::string::npos) << description;
+}
+
+TEST(Backend, NoCudaInThisBuild) {
+  EXPECT_THROW(make_backend(Device{DeviceKind::kCuda, 0}, 1), Error);
+}
+
+TEST(Backend, AllocatesAlignedHostMemory) {
+  auto backend = make_backend(Device{DeviceKind::kCpu, 0}, 1);
+  for (size_t bytes : {size_t{1}, size_t{100}, size_t{8} << 20}) {
+    DeviceBuffer buffer = backend->alloc(bytes);
+    ASSERT_NE(buffer.data(), nullptr);
+    EXPECT_EQ(buffer.bytes(), bytes);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(buffer.data()) % 64, 0u);
+    std::vector<uint8_t> src(bytes, 0x5a), back(bytes, 0);
+    backend->copy_to_device(buffer.data(), src.data(), bytes);
+    backend->copy_to_host(back.data(), buffer.data(), bytes);
+    EXPECT_EQ(src, back);
+  }
+  float host[6] = {1, 2, 3, 4, 5, 6};
+  Tensor t = Tensor::make(host, DType::kF32, 2, 3);
+  Tensor placed = backend->place_weight(t, nullptr);
+  EXPECT_EQ(placed.data, t.data);
+  EXPECT_EQ(placed.rows, 2);
+}
+
+}  // namespace
+}  // namespace specd

@@ -1,0 +1,161 @@
+// matmul on the CPU backend vs the double reference, and its batch invariance for M <= 16.
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <tuple>
+
+#include "backend/cpu/cpu_backend.h"
+#include "backend/reference.h"
+#include "core/error.h"
+#include "test_util.h"
+
+namespace specd {
+namespace {
+
+using backend_test::HostTensor;
+using backend_test::max_rel_error;
+using backend_test::same_bits;
+
+// f32 accumulation over K terms vs a double reference, relative to max |reference|.
+constexpr double kMatmulTolerance = 1e-5;
+
+const DType kWeightTypes[] = {DType::kF32, DType::kF16, DType::kBF16};
+
+CpuBackend& backend() {
+  static CpuBackend instance(2);
+  return instance;
+}
+
+// Runs backend and reference matmul on the same random inputs; returns the relative error.
+double matmul_error(int64_t m, int64_t k, int64_t n, DType w_dtype, DType bias_dtype,
+                    bool with_bias, bool accumulate, uint32_t seed) {
+  HostTensor x = HostTensor(DType::kF32, m, k).random(seed);
+  HostTensor w = HostTensor(w_dtype, n, k).random(seed + 1);
+  HostTensor bias = HostTensor(bias_dtype, 1, n).random(seed + 2);
+  HostTensor y = HostTensor(DType::kF32, m, n).random(seed + 3);
+  HostTensor want = y.clone();
+  const Tensor* b = with_bias ? &bias.t() : nullptr;
+  backend().matmul(x.t(), w.t(), b, y.t(), accumulate);
+  reference::matmul(x.t(), w.t(), b, want.t(), accumulate);
+  return max_rel_error(y.t(), want.t());
+}
+
+TEST(Matmul, MatchesReferenceAcrossShapesAndDtypes) {
+  const int64_t ms[] = {1, 2, 3, 5, 8, 16, 17, 33, 65, 128};
+  const std::pair<int64_t, int64_t> kn[] = {{1, 7}, {7, 1}, {13, 9}, {64, 67}, {259, 33}};
+  uint32_t seed = 100;
+  for (DType dtype : kWeightTypes) {
+    for (int64_t m : ms) {
+      for (auto [k, n] : kn) {
+        seed += 10;
+        double err = matmul_error(m, k, n, dtype, DType::kF32, false, false, seed);
+        EXPECT_LE(err, kMatmulTolerance)
+            << backend_test::name(dtype) << " M=" << m << " K=" << k << " N=" << n;
+      }
+    }
+  }
+}
+
+TEST(Matmul, LargerShapesUseEveryThread) {
+  // Enough work for the pool (both the small-M kernel and the GEMM path), K not a multiple
+  // of any vector width, N not a multiple of the tile or block sizes.
+  uint32_t seed = 2000;
+  for (DType dtype : kWeightTypes) {
+    for (int64_t m : {1, 4, 16, 40, 80}) {
+      seed += 10;
+      double err = matmul_error(m, 1031, 203, dtype, DType::kF32, false, false, seed);
+      EXPECT_LE(err, kMatmulTolerance) << backend_test::name(dtype) << " M=" << m;
+    }
+  }
+}
+
+TEST(Matmul, BiasAndAccumulate) {
+  uint32_t seed = 3000;
+  for (DType dtype : kWeightTypes) {
+    for (DType bias_dtype : kWeightTypes) {
+      for (int64_t m : {1, 3, 16, 17, 100}) {
+        for (bool accumulate : {false, true}) {
+          for (bool with_bias : {false, true}) {
+            seed += 10;
+            double err = matmul_error(m, 45, 70, dtype, bias_dtype, with_bias, accumulate, seed);
+            EXPECT_LE(err, kMatmulTolerance)
+                << backend_test::name(dtype) << " bias " << backend_test::name(bias_dtype)
+                << " M=" << m << " accumulate=" << accumulate << " bias=" << with_bias;
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(Matmul, StridedViews) {
+  HostTensor x = HostTensor(DType::kF32, 20, 37, 40).random(7);
+  HostTensor w = HostTensor(DType::kBF16, 11, 37, 50).random(8);
+  for (int64_t m : {5, 20}) {
+    HostTensor y(DType::kF32, m, 11, 16), want(DType::kF32, m, 11);
+    Tensor xs = x.t().slice_rows(0, m);
+    backend().matmul(xs, w.t(), nullptr, y.t(), false);
+    reference::matmul(xs, w.t(), nullptr, want.t(), false);
+    EXPECT_LE(max_rel_error(y.t(), want.t()), kMatmulTolerance) << "M=" << m;
+  }
+}
+
+// Row m of an M-row matmul must have the same bits as row m computed alone, for M <= 16.
+void check_batch_invariance(CpuBackend& be, DType dtype, int64_t k, int64_t n, uint32_t seed,
+                            bool with_bias, bool accumulate) {
+  HostTensor x = HostTensor(DType::kF32, kSmallBatch, k).random(seed);
+  HostTensor w = HostTensor(dtype, n, k).random(seed + 1);
+  HostTensor bias = HostTensor(DType::kBF16, 1, n).random(seed + 2);
+  HostTensor y0 = HostTensor(DType::kF32, kSmallBatch, n).random(seed + 3);
+  const Tensor* b = with_bias ? &bias.t() : nullptr;
+  HostTensor alone = y0.clone();
+  for (int64_t r = 0; r < kSmallBatch; ++r) {
+    Tensor out = alone.t().slice_rows(r, 1);
+    be.matmul(x.t().slice_rows(r, 1), w.t(), b, out, accumulate);
+  }
+  for (int64_t m = 1; m <= kSmallBatch; ++m) {
+    HostTensor batch = y0.clone();
+    Tensor out = batch.t().slice_rows(0, m);
+    be.matmul(x.t().slice_rows(0, m), w.t(), b, out, accumulate);
+    for (int64_t r = 0; r < m; ++r) {
+      ASSERT_TRUE(same_bits(out, r, alone.t(), r))
+          << backend_test::name(dtype) << " K=" << k << " N=" << n << ": row " << r << " of M=" << m
+          << " differs from the row computed alone";
+    }
+  }
+}
+
+TEST(Matmul, BatchInvariantUpToSmallBatch) {
+  uint32_t seed = 4000;
+  const std::pair<int64_t, int64_t> kn[] = {{1, 9}, {259, 67}, {1024, 301}};
+  for (DType dtype : kWeightTypes) {
+    for (auto [k, n] : kn) {
+      check_batch_invariance(backend(), dtype, k, n, seed += 10, false, false);
+    }
+    check_batch_invariance(backend(), dtype, 96, 50, seed += 10, true, true);
+  }
+}
+
+TEST(Matmul, SameBitsForAnyThreadCount) {
+  CpuBackend one(1), three(3);
+  HostTensor x = HostTensor(DType::kF32, 7, 515).random(11);
+  HostTensor w = HostTensor(DType::kBF16, 333, 515).random(12);
+  HostTensor a(DType::kF32, 7, 333), b(DType::kF32, 7, 333);
+  one.matmul(x.t(), w.t(), nullptr, a.t(), false);
+  three.matmul(x.t(), w.t(), nullptr, b.t(), false);
+  for (int64_t r = 0; r < 7; ++r) EXPECT_TRUE(same_bits(a.t(), r, b.t(), r)) << "row " << r;
+}
+
+TEST(Matmul, RejectsMismatchedShapes) {
+  HostTensor x(DType::kF32, 2, 8), w(DType::kBF16, 4, 9), y(DType::kF32, 2, 4);
+  EXPECT_THROW(backend().matmul(x.t(), w.t(), nullptr, y.t(), false), Error);
+  HostTensor w2(DType::kI32, 4, 8);
+  EXPECT_THROW(backend().matmul(x.t(), w2.t(), nullptr, y.t(), false), Error);
+  HostTensor w3(DType::kF32, 4, 8), bias(DType::kF32, 1, 5);
+  EXPECT_THROW(backend().matmul(x.t(), w3.t(), &bias.t(), y.t(), false), Error);
+  HostTensor square = HostTensor(DType::kF32, 2, 8).random(1), w4(DType::kF32, 8, 8);
+  EXPECT_THROW(backend().matmul(square.t(), w4.t(), nullptr, square.t(), false), Error);
+}
+
+}  // namespace
+}  // namespace specd
