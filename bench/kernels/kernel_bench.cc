@@ -16,6 +16,8 @@
 #include <vector>
 
 #include "backend/cpu/cpu_backend.h"
+#include "core/memory_bandwidth.h"
+#include "core/memory_bandwidth.h"
 #include "core/thread_pool.h"
 #include "core/timer.h"
 
@@ -60,24 +62,7 @@ class StreamingRead {
   void read_piece(int call) {
     const size_t words = kPiece / 8;
     const uint64_t* p = buffer_.data() + (call % (kBytes / kPiece)) * words;
-    pool_.parallel_for(
-        static_cast<int64_t>(words),
-        [&](int64_t begin, int64_t end, int thread) {
-          constexpr int64_t kAhead = 1024 / 8;
-          const int64_t sub = (end - begin) / 4;
-          const uint64_t* s[4] = {p + begin, p + begin + sub, p + begin + 2 * sub,
-                                  p + begin + 3 * sub};
-          uint64_t acc[4] = {0, 0, 0, 0};
-          for (int64_t i = 0; i < sub; i += 8) {
-            for (int j = 0; j < 4; ++j) {
-              __builtin_prefetch(s[j] + i + kAhead);
-              acc[j] += (s[j][i] + s[j][i + 1]) + (s[j][i + 2] + s[j][i + 3]) +
-                        (s[j][i + 4] + s[j][i + 5]) + (s[j][i + 6] + s[j][i + 7]);
-            }
-          }
-          sums_[thread] += acc[0] + acc[1] + acc[2] + acc[3];
-        },
-        4096);
+    sums_[0] += streaming_read(pool_, p, words);
   }
 
  private:
