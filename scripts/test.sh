@@ -15,10 +15,6 @@ cmake --build --preset release -j "$jobs"
 ctest --preset release -j "$jobs"
 
 if [ "${SPECD_QUICK:-0}" != 1 ]; then
-  cmake --preset asan >/dev/null
-  cmake --build --preset asan -j "$jobs"
-  ctest --preset asan -j "$jobs" -LE slow  # the slow runs repeat paths covered above
-
   cmake --preset fuzz >/dev/null
   cmake --build --preset fuzz -j "$jobs" --target safetensors_fuzz
   corpus=$(mktemp -d)
@@ -26,4 +22,8 @@ if [ "${SPECD_QUICK:-0}" != 1 ]; then
   ./build-fuzz/tests/fuzz/safetensors_fuzz -max_total_time="${SPECD_FUZZ_SECONDS:-60}" \
     -max_len=4096 "$corpus" 2>&1 | tail -n 2
   rm -rf "$corpus"
+
+  cmake --preset asan >/dev/null
+  cmake --build --preset asan -j "$jobs"
+  ctest --preset asan -j "$jobs" -LE slow  # the slow runs repeat paths covered above
 fi
