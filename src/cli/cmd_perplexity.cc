@@ -6,6 +6,7 @@
 #include "cli/commands.h"
 #include "cli/cli_options.h"
 #include "cli/model_loader.h"
+#include "cli/prompt_source.h"
 #include "core/error.h"
 #include "io/mapped_file.h"
 
@@ -31,10 +32,15 @@ double log_prob(const float* logits, int vocab, int target) {
 }
 
 void run_perplexity(PerplexityOptions& o) {
-  SPECD_CHECK(o.text_file.empty(),
-              "text input needs the model's tokenizer, which this build cannot read yet; "
-              "pass token ids with --ids-file");
-  std::vector<int32_t> ids = parse_token_ids(read_text_file(o.ids_file));
+  std::vector<int32_t> ids;
+  if (!o.text_file.empty()) {
+    std::unique_ptr<Tokenizer> tokenizer = load_tokenizer_if_present(o.load.model_dir);
+    SPECD_CHECK(tokenizer != nullptr, "{} has no tokenizer.json; pass token ids with --ids-file",
+                o.load.model_dir);
+    ids = tokenizer->encode(read_text_file(o.text_file));
+  } else {
+    ids = parse_token_ids(read_text_file(o.ids_file));
+  }
   SPECD_CHECK(ids.size() >= 2, "need at least 2 tokens");
   SPECD_CHECK(o.window >= 2, "--window must be at least 2");
   o.load.kv_dtype = parse_kv_dtype(o.kv_dtype);
