@@ -11,6 +11,7 @@
 #include "spec/chained_drafter.h"
 #include "spec/model_drafter.h"
 #include "spec/ngram_drafter.h"
+#include "test_model.h"
 
 namespace specd {
 namespace {
@@ -18,22 +19,8 @@ namespace {
 const std::string kRoot = SPECD_SOURCE_DIR;
 constexpr int kPrompts = 20, kTokens = 256, kCapacity = 1024;
 
-struct Loaded {
-  ModelConfig config;
-  TensorStore store;
-  std::unique_ptr<Backend> backend;
-  std::unique_ptr<Transformer> model;
-  std::unique_ptr<KvCache> kv;
-  explicit Loaded(const std::string& dir) {
-    config = load_model_config(dir);
-    store = TensorStore::open_dir(dir);
-    backend = make_backend(Device{}, 2);
-    model = std::make_unique<Transformer>(*backend, config, store,
-                                          TransformerLimits{512, kSmallBatch, kCapacity});
-    kv = std::make_unique<KvCache>(*backend, KvCacheShape{config.n_layers, config.n_kv_heads,
-                                                          config.head_dim, 1, kCapacity,
-                                                          DType::kBF16});
-  }
+struct Loaded : testing_support::TestModel {
+  explicit Loaded(const std::string& dir) : TestModel(dir, kCapacity, DType::kBF16, 2, 512) {}
 };
 
 std::vector<std::vector<int32_t>> eval_prompts() {

@@ -11,6 +11,7 @@
 #include "io/tensor_store.h"
 #include "spec/chained_drafter.h"
 #include "spec/model_drafter.h"
+#include "test_model.h"
 #include "tiny_model.h"
 
 namespace specd {
@@ -22,21 +23,8 @@ using testing_support::write_tiny_model;
 constexpr int kVocab = 12;
 constexpr int kSamples = 100000;
 
-struct Tiny {
-  ModelConfig config;
-  TensorStore store;
-  std::unique_ptr<Backend> backend;
-  std::unique_ptr<Transformer> model;
-  std::unique_ptr<KvCache> kv;
-  explicit Tiny(const std::string& dir) {
-    config = load_model_config(dir);
-    store = TensorStore::open_dir(dir);
-    backend = make_backend(Device{}, 1);
-    model = std::make_unique<Transformer>(*backend, config, store,
-                                          TransformerLimits{16, kSmallBatch, 32});
-    kv = std::make_unique<KvCache>(*backend, KvCacheShape{config.n_layers, config.n_kv_heads,
-                                                          config.head_dim, 1, 32, DType::kF32});
-  }
+struct Tiny : testing_support::TestModel {
+  explicit Tiny(const std::string& dir) : TestModel(dir, 32, DType::kF32, 1, 16) {}
 };
 
 // Exact probability of every continuation x1 x2 x3 (index x1*V*V + x2*V + x3).

@@ -11,6 +11,7 @@
 #include "spec/chained_drafter.h"
 #include "spec/model_drafter.h"
 #include "spec/ngram_drafter.h"
+#include "test_model.h"
 
 namespace specd {
 namespace {
@@ -18,23 +19,9 @@ namespace {
 const std::string kGolden = std::string(SPECD_SOURCE_DIR) + "/tests/data/golden/";
 constexpr int kCapacity = 320;
 
-struct Loaded {
-  ModelConfig config;
-  TensorStore store;
-  std::unique_ptr<Backend> backend;
-  std::unique_ptr<Transformer> model;
-  std::unique_ptr<KvCache> kv;
-
-  explicit Loaded(const std::string& dir, int capacity = kCapacity) {
-    config = load_model_config(dir);
-    store = TensorStore::open_dir(dir);
-    backend = make_backend(Device{}, 1);
-    model = std::make_unique<Transformer>(*backend, config, store,
-                                          TransformerLimits{64, kSmallBatch, capacity});
-    kv = std::make_unique<KvCache>(
-        *backend, KvCacheShape{config.n_layers, config.n_kv_heads, config.head_dim, 1, capacity,
-                               DType::kBF16});
-  }
+// Target and draft models on one thread, bf16 KV cache.
+struct Loaded : testing_support::TestModel {
+  explicit Loaded(const std::string& dir, int capacity = kCapacity) : TestModel(dir, capacity) {}
 };
 
 std::vector<std::vector<int32_t>> make_prompts(int count, int vocab, uint32_t seed) {

@@ -1,0 +1,33 @@
+// A model directory loaded for tests: config, mapped weights, CPU backend, transformer and cache.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "io/tensor_store.h"
+#include "kv/kv_cache.h"
+#include "model/transformer.h"
+
+namespace specd::testing_support {
+
+struct TestModel {
+  ModelConfig config;
+  TensorStore store;
+  std::unique_ptr<Backend> backend;
+  std::unique_ptr<Transformer> model;
+  std::unique_ptr<KvCache> kv;
+
+  // One KV slot of `capacity` entries; forwards of up to `max_rows` rows.
+  TestModel(const std::string& dir, int capacity, DType kv_dtype = DType::kBF16, int threads = 1,
+            int max_rows = 64) {
+    config = load_model_config(dir);
+    store = TensorStore::open_dir(dir);
+    backend = make_backend(Device{}, threads);
+    model = std::make_unique<Transformer>(*backend, config, store,
+                                          TransformerLimits{max_rows, kSmallBatch, capacity});
+    kv = std::make_unique<KvCache>(*backend, KvCacheShape{config.n_layers, config.n_kv_heads,
+                                                          config.head_dim, 1, capacity, kv_dtype});
+  }
+};
+
+}  // namespace specd::testing_support
