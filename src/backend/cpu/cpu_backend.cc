@@ -10,6 +10,7 @@
 #include "backend/cpu/kernels.h"
 #include "backend/op_checks.h"
 #include "core/error.h"
+#include "core/memory_bandwidth.h"
 
 namespace specd {
 
@@ -69,6 +70,12 @@ void CpuBackend::copy_to_device(void* dst, const void* src, size_t bytes) {
 
 void CpuBackend::copy_to_host(void* dst, const void* src, size_t bytes) {
   if (bytes != 0) std::memcpy(dst, src, bytes);
+}
+
+double CpuBackend::measure_bandwidth() { return measure_read_bandwidth(pool_->size()); }
+
+void CpuBackend::copy_on_device(void* dst, const void* src, size_t bytes) {
+  if (bytes != 0) std::memmove(dst, src, bytes);
 }
 
 Tensor CpuBackend::place_weight(const Tensor& host, DeviceBuffer* /*storage*/) { return host; }
