@@ -22,6 +22,16 @@ constexpr double kSmallTolerance = 2e-4;
 constexpr double kGemmTolerance = 1e-2;
 constexpr double kOpTolerance = 1e-5;
 
+AttentionRows make_rows(int64_t count, const Tensor& slots, const Tensor& index,
+                        const Tensor& positions) {
+  AttentionRows rows;
+  rows.count = count;
+  rows.slots = slots;
+  rows.cache_index = index;
+  rows.positions = positions;
+  return rows;
+}
+
 class CudaOps : public testing::Test {
  protected:
   void SetUp() override {
@@ -160,9 +170,9 @@ TEST_F(CudaOps, AttentionMatchesReferenceAndIsInvariant) {
     std::iota(all.begin(), all.end(), 0);
     HostTensor slots0 = backend_test::i32_vector(std::vector<int32_t>(capacity, 0));
     HostTensor index = backend_test::i32_vector(all);
-    AttentionRows store_rows{capacity, upload(slots0), upload(index), upload(index)};
+    AttentionRows store_rows = make_rows(capacity, upload(slots0), upload(index), upload(index));
     backend_->store_kv(upload(keys), upload(values), dev_view, store_rows);
-    AttentionRows host_store{capacity, slots0.t(), index.t(), index.t()};
+    AttentionRows host_store = make_rows(capacity, slots0.t(), index.t(), index.t());
     reference::store_kv(keys.t(), values.t(), host_view, host_store);
 
     // Rows at the end of the context (verification) and one early row.
@@ -171,8 +181,8 @@ TEST_F(CudaOps, AttentionMatchesReferenceAndIsInvariant) {
     HostTensor q = HostTensor(DType::kF32, m, n_heads * head_dim).random(23);
     HostTensor slots = backend_test::i32_vector(std::vector<int32_t>(m, 0));
     HostTensor rows_index = backend_test::i32_vector(last);
-    AttentionRows rows{m, upload(slots), upload(rows_index), upload(rows_index)};
-    AttentionRows host_rows{m, slots.t(), rows_index.t(), rows_index.t()};
+    AttentionRows rows = make_rows(m, upload(slots), upload(rows_index), upload(rows_index));
+    AttentionRows host_rows = make_rows(m, slots.t(), rows_index.t(), rows_index.t());
     HostTensor out(DType::kF32, m, n_heads * head_dim), want(DType::kF32, m, n_heads * head_dim);
     Tensor dq = upload(q), dout = upload(out);
     backend_->attention(dq, n_heads, dev_view, rows, 0.125f, dout);
@@ -184,10 +194,12 @@ TEST_F(CudaOps, AttentionMatchesReferenceAndIsInvariant) {
     for (int64_t r = 0; r < m; ++r) {
       HostTensor one(DType::kF32, 1, n_heads * head_dim);
       Tensor done = upload(one);
-      AttentionRows single{1, rows.slots.slice_rows(0, 1), rows.cache_index, rows.positions};
-      single.slots.cols = single.cache_index.cols = single.positions.cols = 1;
-      single.cache_index.data = static_cast<int32_t*>(rows.cache_index.data) + r;
-      single.positions = single.cache_index;
+      Tensor index_r = rows.cache_index;
+      index_r.data = static_cast<int32_t*>(rows.cache_index.data) + r;
+      index_r.cols = 1;
+      Tensor slot_r = rows.slots;
+      slot_r.cols = 1;
+      AttentionRows single = make_rows(1, slot_r, index_r, index_r);
       backend_->attention(dq.slice_rows(r, 1), n_heads, dev_view, single, 0.125f, done);
       EXPECT_TRUE(same_bits(download(done, one).t(), 0, got.t(), r)) << "row " << r;
     }

@@ -114,7 +114,7 @@ void CpuBackend::matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Te
   a.accumulate = accumulate;
   if (a.m == 0 || a.n == 0) return;
   const int64_t work = a.m * a.n * std::max<int64_t>(a.k, 1);
-  if (a.m < kGemmMinRows || a.k == 0) {
+  if (a.m < kGemmMinRows || a.k == 0 || !cpu::have_gemm()) {
     run(
         a.n, work, [&](int64_t begin, int64_t end, int) { cpu::matmul_small(a, begin, end); },
         kMatmulGrain);

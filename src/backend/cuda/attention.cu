@@ -129,6 +129,7 @@ __global__ void __launch_bounds__(kThreads)
   for (int t = threadIdx.x; t < group * hd; t += blockDim.x) {
     const int g = t / hd, d = t % hd;
     float acc = 0.0f;
+#pragma unroll 8
     for (int i = 0; i < n; ++i) {
       const float vd = to_float(values[list[i] * entry_stride + d]);
       acc = fmaf(scores[g * chunk + i], vd, acc);
