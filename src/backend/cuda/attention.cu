@@ -49,15 +49,37 @@ __device__ int visible_entries(const AttentionArgs& a, int64_t m, int64_t begin,
   return count;
 }
 
+// Eight consecutive elements of a K or V row as floats (16-byte loads where aligned).
+template <typename T>
+__device__ __forceinline__ void load8(const T* p, float (&out)[8]) {
+  if constexpr (sizeof(T) == 4) {
+    const float4 a = *reinterpret_cast<const float4*>(p);
+    const float4 b = *reinterpret_cast<const float4*>(p + 4);
+    out[0] = a.x, out[1] = a.y, out[2] = a.z, out[3] = a.w;
+    out[4] = b.x, out[5] = b.y, out[6] = b.z, out[7] = b.w;
+  } else {
+    const uint4 v = *reinterpret_cast<const uint4*>(p);
+    const T* e = reinterpret_cast<const T*>(&v);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) out[i] = to_float(e[i]);
+  }
+}
+
+constexpr int kHeadsPerPass = 4;  // query heads accumulated together in the p·V pass
+
+// head_dim must be a multiple of 8 (checked by the launcher).
 template <typename T>
 __global__ void __launch_bounds__(kThreads)
     attention_chunk_kernel(AttentionArgs a, int64_t chunk, int64_t n_chunks, float* partials) {
   extern __shared__ float shared[];
   const int group = a.n_heads / a.cache.n_kv_heads;
   const int hd = a.cache.head_dim;
-  float* q = shared;                     // [group, hd]
-  float* scores = q + group * hd;        // [group, chunk]
+  const int n_dg = hd / 8, n_es = kThreads / n_dg;  // p·V: dim groups x entry subsets
+  float* q = shared;                                   // [group, hd]
+  float* scores = q + group * hd;                      // [group, chunk]
   int* list = reinterpret_cast<int*>(scores + group * chunk);  // [chunk]
+  float* red = reinterpret_cast<float*>(list + chunk);          // [n_es, kHeadsPerPass, hd]
+  __shared__ float head_max[kMaxGroup], head_sum[kMaxGroup];
   const int kv_head = blockIdx.x;
   const int64_t m = blockIdx.y, ch = blockIdx.z;
   wait_for_inputs();
@@ -86,55 +108,91 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t entry_stride = static_cast<int64_t>(a.cache.n_kv_heads) * hd;
   const T* keys = static_cast<const T*>(a.cache.k) + slot * a.cache.slot_stride + kv_head * hd;
   const T* values = static_cast<const T*>(a.cache.v) + slot * a.cache.slot_stride + kv_head * hd;
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
-  // Scores: one warp per entry, lanes over head_dim, a fixed shuffle tree.
-  for (int i = warp; i < n; i += warps) {
+
+  // Scores: one thread per entry, all heads of the group, dims in order.
+  for (int i = threadIdx.x; i < n; i += blockDim.x) {
     const T* key = keys + list[i] * entry_stride;
     float dot[kMaxGroup];
 #pragma unroll
     for (int g = 0; g < kMaxGroup; ++g) dot[g] = 0.0f;
-    for (int d = lane; d < hd; d += 32) {
-      const float kd = to_float(key[d]);
+    for (int d0 = 0; d0 < hd; d0 += 8) {
+      float k8[8];
+      load8(key + d0, k8);
 #pragma unroll
       for (int g = 0; g < kMaxGroup; ++g) {
-        if (g < group) dot[g] = fmaf(q[g * hd + d], kd, dot[g]);
+        if (g < group) {
+#pragma unroll
+          for (int e = 0; e < 8; ++e) dot[g] = fmaf(q[g * hd + d0 + e], k8[e], dot[g]);
+        }
       }
     }
 #pragma unroll
     for (int g = 0; g < kMaxGroup; ++g) {
-      if (g >= group) break;
-      float v = dot[g];
-#pragma unroll
-      for (int offset = 16; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);
-      if (lane == 0) scores[g * chunk + i] = v * a.scale;
+      if (g < group) scores[g * chunk + i] = dot[g] * a.scale;
     }
   }
   __syncthreads();
-  // Max and exponentials per head (thread g handles head g serially: fixed order).
-  __shared__ float head_max[kMaxGroup], head_sum[kMaxGroup];
-  for (int g = threadIdx.x; g < group; g += blockDim.x) {
+
+  // Softmax pieces per head: a warp per head, lanes over entries, butterfly max and sum.
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  for (int g = warp; g < group; g += kThreads / 32) {
     float mx = -INFINITY;
-    for (int i = 0; i < n; ++i) mx = fmaxf(mx, scores[g * chunk + i]);
+    for (int i = lane; i < n; i += 32) mx = fmaxf(mx, scores[g * chunk + i]);
+#pragma unroll
+    for (int offset = 16; offset > 0; offset /= 2) {
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, offset));
+    }
     float sum = 0.0f;
-    for (int i = 0; i < n; ++i) {
+    for (int i = lane; i < n; i += 32) {
       const float p = __expf(scores[g * chunk + i] - mx);
       scores[g * chunk + i] = p;
       sum += p;
     }
-    head_max[g] = mx;
-    head_sum[g] = sum;
+#pragma unroll
+    for (int offset = 16; offset > 0; offset /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
+    if (lane == 0) {
+      head_max[g] = mx;
+      head_sum[g] = sum;
+    }
   }
   __syncthreads();
-  // p · V: thread per (head, dim), entries in order.
-  for (int t = threadIdx.x; t < group * hd; t += blockDim.x) {
-    const int g = t / hd, d = t % hd;
-    float acc = 0.0f;
-#pragma unroll 8
-    for (int i = 0; i < n; ++i) {
-      const float vd = to_float(values[list[i] * entry_stride + d]);
-      acc = fmaf(scores[g * chunk + i], vd, acc);
+
+  // p·V: thread = (entry subset es, dim group dg); subsets are added in order afterwards.
+  const int dg = threadIdx.x % n_dg, es = threadIdx.x / n_dg;
+  for (int g0 = 0; g0 < group; g0 += kHeadsPerPass) {
+    if (es < n_es) {
+      float acc[kHeadsPerPass][8];
+#pragma unroll
+      for (int h = 0; h < kHeadsPerPass; ++h) {
+#pragma unroll
+        for (int e = 0; e < 8; ++e) acc[h][e] = 0.0f;
+      }
+#pragma unroll 4
+      for (int i = es; i < n; i += n_es) {
+        float v8[8];
+        load8(values + list[i] * entry_stride + dg * 8, v8);
+#pragma unroll
+        for (int h = 0; h < kHeadsPerPass; ++h) {
+          const float p = g0 + h < group ? scores[(g0 + h) * chunk + i] : 0.0f;
+#pragma unroll
+          for (int e = 0; e < 8; ++e) acc[h][e] = fmaf(p, v8[e], acc[h][e]);
+        }
+      }
+#pragma unroll
+      for (int h = 0; h < kHeadsPerPass; ++h) {
+#pragma unroll
+        for (int e = 0; e < 8; ++e) red[(es * kHeadsPerPass + h) * hd + dg * 8 + e] = acc[h][e];
+      }
     }
-    partial(g)[d] = acc;
+    __syncthreads();
+    for (int t = threadIdx.x; t < kHeadsPerPass * hd; t += blockDim.x) {
+      const int h = t / hd, d = t % hd;
+      if (g0 + h >= group) continue;
+      float sum = 0.0f;
+      for (int e = 0; e < n_es; ++e) sum += red[(e * kHeadsPerPass + h) * hd + d];
+      partial(g0 + h)[d] = sum;
+    }
+    __syncthreads();
   }
   for (int g = threadIdx.x; g < group; g += blockDim.x) {
     partial(g)[hd] = head_max[g];
@@ -196,15 +254,17 @@ size_t attention_partial_floats(const AttentionArgs& a) {
 
 void attention(const AttentionArgs& a, float* partials, cudaStream_t stream) {
   const int group = a.n_heads / a.cache.n_kv_heads;
-  if (group > kMaxGroup || a.cache.head_dim > kMaxHeadDim) {
+  if (group > kMaxGroup || a.cache.head_dim > kMaxHeadDim || a.cache.head_dim % 8 != 0) {
     fail_message("cuda attention: " + std::to_string(group) + " query heads per KV head (max " +
                  std::to_string(kMaxGroup) + ") or head dim " + std::to_string(a.cache.head_dim) +
-                 " (max " + std::to_string(kMaxHeadDim) + ")");
+                 " (a multiple of 8 up to " + std::to_string(kMaxHeadDim) + ")");
   }
   const int64_t chunk = attention_chunk(a.cache.capacity);
   const int64_t n_chunks = (a.cache.capacity + chunk - 1) / chunk;
+  const int n_es = kThreads / (a.cache.head_dim / 8);
   const size_t shared = (static_cast<size_t>(group) * a.cache.head_dim + group * chunk) * 4 +
-                        static_cast<size_t>(chunk) * 4;
+                        static_cast<size_t>(chunk) * 4 +
+                        static_cast<size_t>(n_es) * kHeadsPerPass * a.cache.head_dim * 4;
   if (shared > static_cast<size_t>(kMaxShared)) {
     fail_message("cuda attention: a chunk of " + std::to_string(chunk) + " cache entries needs " +
                  std::to_string(shared) + " bytes of shared memory (max " +

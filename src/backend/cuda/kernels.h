@@ -47,6 +47,7 @@ struct SmallMatmulPlan {
   bool tensor_cores = false;  // bf16 weights with K % 8 == 0 and 16-byte aligned rows
   int64_t tiles = 0;          // output tiles of 16 columns
   int block_splits = 1;       // blocks sharing one tile (K ranges), reduced in a fixed order
+  int64_t grid_x = 0;         // blocks per split; each loops over tiles grid_x apart
 };
 SmallMatmulPlan plan_small_matmul(const MatmulArgs& a, int multiprocessors);
 size_t small_matmul_partial_floats(const SmallMatmulPlan& plan);

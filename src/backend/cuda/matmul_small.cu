@@ -16,7 +16,7 @@ namespace {
 constexpr int kWarps = 8;      // warps per block, each on its own K range of the tile
 constexpr int kTileN = 16;     // weight rows (output columns) per tile
 constexpr int kChunkK = 64;    // k per warp iteration (128 bytes of each weight row)
-constexpr int kUnroll = 4;     // iterations whose weight loads are in flight together
+constexpr int kBatch = 2;      // chunks per batch of weight loads (two batches in flight)
 constexpr int kMaxRows = 16;   // activation rows
 
 __device__ __forceinline__ uint4 load_stream(const void* p) {
@@ -81,94 +81,150 @@ __device__ __forceinline__ float epilogue(const MatmulArgs& a, int64_t row, int6
   return v;
 }
 
+// Weight pieces of one batch (kBatch chunks): p = weight row g, q = weight row g + 8.
+struct WeightBatch {
+  uint4 p[kBatch][2], q[kBatch][2];
+};
+
+struct TileCursor {
+  const __nv_bfloat16* w0;
+  const __nv_bfloat16* w1;
+  bool ok0, ok1;
+  int64_t first, splits, n_chunks, k;
+  int c;
+  // k offset of piece h of chunk u in batch b, or -1 past the end.
+  __device__ __forceinline__ int64_t offset(int64_t b, int u, int h) const {
+    const int64_t j = first + (b * kBatch + u) * splits;
+    const int64_t kk = j * kChunkK + c * 16 + h * 8;
+    return j < n_chunks && kk < k ? kk : -1;
+  }
+};
+
+__device__ __forceinline__ void load_batch(WeightBatch& wb, const TileCursor& t, int64_t b) {
+#pragma unroll
+  for (int u = 0; u < kBatch; ++u) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int64_t kk = t.offset(b, u, h);
+      wb.p[u][h] = kk >= 0 && t.ok0 ? load_stream(t.w0 + kk) : make_uint4(0, 0, 0, 0);
+      wb.q[u][h] = kk >= 0 && t.ok1 ? load_stream(t.w1 + kk) : make_uint4(0, 0, 0, 0);
+    }
+  }
+}
+
 template <bool kTwoTiles>
-__global__ void __launch_bounds__(kWarps * 32)
-    small_mma_kernel(MatmulArgs a, int block_splits, float* partials, unsigned* tickets) {
+__device__ __forceinline__ void mma_batch(float (&acc0)[4], float (&acc1)[4], const WeightBatch& wb,
+                                          const TileCursor& t, int64_t b, const float* x0,
+                                          const float* x1, bool row0, bool row1) {
+#pragma unroll
+  for (int u = 0; u < kBatch; ++u) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int64_t kk = t.offset(b, u, h);
+      const int64_t at = kk >= 0 ? kk : 0;
+      mma_piece(acc0, wb.p[u][h], wb.q[u][h], load_x(x0 + at, kk >= 0 && row0));
+      if constexpr (kTwoTiles) {
+        mma_piece(acc1, wb.p[u][h], wb.q[u][h], load_x(x1 + at, kk >= 0 && row1));
+      }
+    }
+  }
+}
+
+// Blocks loop over output tiles (grid.x blocks per split); each warp streams its chunks of the
+// tile with two batches of weight loads in flight: one is multiplied while the other arrives.
+template <bool kTwoTiles>
+__global__ void __launch_bounds__(kWarps * 32, 2)
+    small_mma_kernel(MatmulArgs a, int block_splits, int64_t tiles, float* partials,
+                     unsigned* tickets) {
   __shared__ float reduce[kWarps][kMaxRows][kTileN];
   __shared__ bool last_block;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int g = lane >> 2, c = lane & 3;
-  const int64_t tile = blockIdx.x, split = blockIdx.y;
-  const int64_t row0 = tile * kTileN + g, row1 = row0 + 8;
+  const int64_t split = blockIdx.y;
   const auto* w = static_cast<const __nv_bfloat16*>(a.w);
-  const __nv_bfloat16* w0 = w + std::min<int64_t>(row0, a.n - 1) * a.w_stride;
-  const __nv_bfloat16* w1 = w + std::min<int64_t>(row1, a.n - 1) * a.w_stride;
-  const bool ok0 = row0 < a.n, ok1 = row1 < a.n;
-  const int64_t n_chunks = (a.k + kChunkK - 1) / kChunkK;
-  const int64_t splits = static_cast<int64_t>(block_splits) * kWarps;
-  const int64_t first = split * kWarps + warp;
-
-  float acc0[4] = {0, 0, 0, 0}, acc1[4] = {0, 0, 0, 0};
-  uint4 p[kUnroll][2], q[kUnroll][2];
-  auto load_weights = [&](int64_t j0) {
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int64_t j = j0 + u * splits;
-        const int64_t kk = j * kChunkK + c * 16 + h * 8;
-        const bool valid = j < n_chunks && kk < a.k;
-        p[u][h] = valid && ok0 ? load_stream(w0 + kk) : make_uint4(0, 0, 0, 0);
-        q[u][h] = valid && ok1 ? load_stream(w1 + kk) : make_uint4(0, 0, 0, 0);
-      }
-    }
-  };
-
-  load_weights(first);  // weights do not depend on the previous kernel
-  wait_for_inputs();
-  allow_next_kernel();
-  const float* x0 = a.x + static_cast<int64_t>(g) * a.x_stride;
-  const float* x1 = a.x + static_cast<int64_t>(g + 8) * a.x_stride;
-  for (int64_t j0 = first; j0 < n_chunks; j0 += kUnroll * splits) {
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int64_t j = j0 + u * splits;
-        const int64_t kk = j * kChunkK + c * 16 + h * 8;
-        const bool valid = j < n_chunks && kk < a.k;
-        mma_piece(acc0, p[u][h], q[u][h], load_x(x0 + kk, valid && g < a.m));
-        if constexpr (kTwoTiles) {
-          mma_piece(acc1, p[u][h], q[u][h], load_x(x1 + kk, valid && g + 8 < a.m));
-        }
-      }
-    }
-    if (j0 + kUnroll * splits < n_chunks) load_weights(j0 + kUnroll * splits);
-  }
-
-  // acc element e sits at weight row g (+8 for e >= 2) and x row 2c + (e & 1) (+8 for acc1).
-#pragma unroll
-  for (int e = 0; e < 4; ++e) {
-    const int col = g + (e >= 2 ? 8 : 0), xr = 2 * c + (e & 1);
-    reduce[warp][xr][col] = acc0[e];
-    reduce[warp][xr + 8][col] = kTwoTiles ? acc1[e] : 0.0f;
-  }
-  __syncthreads();
-  const int t = threadIdx.x;  // one (x row, column) per thread: 256 = 16 x 16
+  const int t = threadIdx.x;  // in the reduction: one (x row, column) per thread, 16 x 16
   const int xr = t / kTileN, col = t % kTileN;
-  float v = 0.0f;
+  TileCursor cur;
+  cur.splits = static_cast<int64_t>(block_splits) * kWarps;
+  cur.first = split * kWarps + warp;
+  cur.n_chunks = (a.k + kChunkK - 1) / kChunkK;
+  cur.k = a.k;
+  cur.c = c;
+  const int64_t mine = cur.first < cur.n_chunks
+                           ? (cur.n_chunks - cur.first + cur.splits - 1) / cur.splits
+                           : 0;  // chunks of this warp
+  const int64_t batches = (mine + kBatch - 1) / kBatch;
+  bool waited = false;
+
+  for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+    const int64_t row0 = tile * kTileN + g, row1 = row0 + 8;
+    cur.w0 = w + std::min<int64_t>(row0, a.n - 1) * a.w_stride;
+    cur.w1 = w + std::min<int64_t>(row1, a.n - 1) * a.w_stride;
+    cur.ok0 = row0 < a.n;
+    cur.ok1 = row1 < a.n;
+    float acc0[4] = {0, 0, 0, 0}, acc1[4] = {0, 0, 0, 0};
+    WeightBatch even, odd;
+    load_batch(even, cur, 0);  // weights do not depend on the previous kernel
+    load_batch(odd, cur, 1);
+    if (!waited) {
+      wait_for_inputs();
+      allow_next_kernel();
+      waited = true;
+    }
+    const float* x0 = a.x + static_cast<int64_t>(g) * a.x_stride;
+    const float* x1 = a.x + static_cast<int64_t>(g + 8) * a.x_stride;
+    const bool has0 = g < a.m, has1 = g + 8 < a.m;
+    for (int64_t b = 0; b < batches; b += 2) {
+      mma_batch<kTwoTiles>(acc0, acc1, even, cur, b, x0, x1, has0, has1);
+      if (b + 2 < batches) load_batch(even, cur, b + 2);
+      if (b + 1 < batches) {
+        mma_batch<kTwoTiles>(acc0, acc1, odd, cur, b + 1, x0, x1, has0, has1);
+        if (b + 3 < batches) load_batch(odd, cur, b + 3);
+      }
+    }
+
+    // acc element e sits at weight row g (+8 for e >= 2) and x row 2c + (e & 1) (+8 for acc1).
 #pragma unroll
-  for (int i = 0; i < kWarps; ++i) v += reduce[i][xr][col];
-  const int64_t n = tile * kTileN + col;
-  const bool write = xr < a.m && n < a.n;
-  if (block_splits == 1) {
-    if (write) a.y[xr * a.y_stride + n] = epilogue(a, xr, n, v);
-    return;
+    for (int e = 0; e < 4; ++e) {
+      const int wr = g + (e >= 2 ? 8 : 0), x_row = 2 * c + (e & 1);
+      reduce[warp][x_row][wr] = acc0[e];
+      reduce[warp][x_row + 8][wr] = kTwoTiles ? acc1[e] : 0.0f;
+    }
+    __syncthreads();
+    float v = 0.0f;
+#pragma unroll
+    for (int i = 0; i < kWarps; ++i) v += reduce[i][xr][col];
+    const int64_t n = tile * kTileN + col;
+    const bool write = xr < a.m && n < a.n;
+    if (block_splits == 1) {
+      if (write) a.y[xr * a.y_stride + n] = epilogue(a, xr, n, v);
+    } else {
+      // Several blocks share this tile: publish the partial; the last block to finish adds the
+      // partials in split order (the same order whichever block arrives last).
+      float* tile_partials = partials + tile * block_splits * (kMaxRows * kTileN);
+      tile_partials[split * (kMaxRows * kTileN) + t] = v;
+      __threadfence();
+      __syncthreads();
+      if (t == 0) {
+        last_block = atomicAdd(&tickets[tile], 1u) == static_cast<unsigned>(block_splits - 1);
+      }
+      __syncthreads();
+      if (last_block) {
+        __threadfence();
+        float sum = 0.0f;
+        for (int s = 0; s < block_splits; ++s) {
+          sum += __ldcg(&tile_partials[s * (kMaxRows * kTileN) + t]);
+        }
+        if (write) a.y[xr * a.y_stride + n] = epilogue(a, xr, n, sum);
+        if (t == 0) tickets[tile] = 0;
+      }
+    }
+    __syncthreads();  // `reduce` and `last_block` are reused by the next tile
   }
-  // Several blocks share this tile: publish the partial; the last block to finish adds the
-  // partials in split order (the same order whichever block arrives last).
-  float* tile_partials = partials + tile * block_splits * (kMaxRows * kTileN);
-  tile_partials[split * (kMaxRows * kTileN) + t] = v;
-  __threadfence();
-  __syncthreads();
-  if (t == 0) last_block = atomicAdd(&tickets[tile], 1u) == static_cast<unsigned>(block_splits - 1);
-  __syncthreads();
-  if (!last_block) return;
-  __threadfence();
-  float sum = 0.0f;
-  for (int s = 0; s < block_splits; ++s) sum += __ldcg(&tile_partials[s * (kMaxRows * kTileN) + t]);
-  if (write) a.y[xr * a.y_stride + n] = epilogue(a, xr, n, sum);
-  if (t == 0) tickets[tile] = 0;
+  if (!waited) {
+    wait_for_inputs();
+    allow_next_kernel();
+  }
 }
 
 // Any weight dtype, any alignment: one warp per output column, lanes over K, a fixed shuffle
@@ -209,13 +265,14 @@ SmallMatmulPlan plan_small_matmul(const MatmulArgs& a, int multiprocessors) {
                       address % 16 == 0 && a.x_stride % 4 == 0 && x_address % 16 == 0;
   plan.tiles = (a.n + kTileN - 1) / kTileN;
   if (!plan.tensor_cores) return plan;
-  // Enough warps to keep every multiprocessor streaming (about 16 each), but at least two
-  // chunks per warp.
+  // One wave of blocks (two per multiprocessor) that loop over the tiles; tiles are split over
+  // several blocks when there are fewer tiles than that, keeping at least 2 chunks per warp.
+  const int64_t wave = 2 * static_cast<int64_t>(multiprocessors);
   const int64_t n_chunks = (a.k + kChunkK - 1) / kChunkK;
-  const int64_t wanted = (static_cast<int64_t>(multiprocessors) * 16 + plan.tiles - 1) / plan.tiles;
   const int64_t by_work = std::max<int64_t>(1, n_chunks / (kWarps * 2));
   plan.block_splits = static_cast<int>(
-      std::clamp<int64_t>((wanted + kWarps - 1) / kWarps, 1, std::min<int64_t>(by_work, 64)));
+      std::clamp<int64_t>((wave + plan.tiles / 2) / plan.tiles, 1, std::min<int64_t>(by_work, 64)));
+  plan.grid_x = std::min<int64_t>(plan.tiles, (wave + plan.block_splits - 1) / plan.block_splits);
   return plan;
 }
 
@@ -227,11 +284,11 @@ size_t small_matmul_partial_floats(const SmallMatmulPlan& plan) {
 void matmul_small(const MatmulArgs& a, const SmallMatmulPlan& plan, const MatmulScratch& scratch,
                   cudaStream_t stream) {
   if (plan.tensor_cores) {
-    Launch launch(dim3(static_cast<unsigned>(plan.tiles), plan.block_splits), dim3(kWarps * 32), 0,
-                  stream);
+    Launch launch(dim3(static_cast<unsigned>(plan.grid_x), plan.block_splits), dim3(kWarps * 32),
+                  0, stream);
     auto kernel = a.m > 8 ? small_mma_kernel<true> : small_mma_kernel<false>;
-    check(cudaLaunchKernelEx(&launch.config, kernel, a, plan.block_splits, scratch.partials,
-                             scratch.tickets),
+    check(cudaLaunchKernelEx(&launch.config, kernel, a, plan.block_splits, plan.tiles,
+                             scratch.partials, scratch.tickets),
           "small_mma_kernel");
     return;
   }
