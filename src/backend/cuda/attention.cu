@@ -22,23 +22,27 @@ __device__ __forceinline__ float to_float(__nv_bfloat16 v) { return __bfloat162f
 __device__ __forceinline__ float to_float(__half v) { return __half2float(v); }
 __device__ __forceinline__ float to_float(float v) { return v; }
 
-__device__ __forceinline__ bool is_visible(const AttentionArgs& a, int64_t m, int64_t j) {
-  if (a.mask_start == nullptr) return j <= a.cache_index[m];
-  const int64_t start = a.mask_start[m];
-  if (j < start) return true;
-  return j - start < a.mask_cols && a.mask[m * a.mask_stride + (j - start)] != 0;
-}
-
 // Lists row m's visible entries of [begin, end) in increasing order (warp 0, by ballots).
 __device__ int visible_entries(const AttentionArgs& a, int64_t m, int64_t begin, int64_t end,
                                int* list) {
   __shared__ int count;
   if (threadIdx.x < 32) {
     const int lane = threadIdx.x;
+    const bool causal = a.mask_start == nullptr;
+    const int64_t last = causal ? a.cache_index[m] : -1;  // read once: L2 latency
+    const int64_t start = causal ? 0 : a.mask_start[m];
     int n = 0;
     for (int64_t j0 = begin; j0 < end; j0 += 32) {
       const int64_t j = j0 + lane;
-      const bool on = j < end && is_visible(a, m, j);
+      bool on = false;
+      if (j < end) {
+        if (causal) {
+          on = j <= last;
+        } else {
+          on = j < start ||
+               (j - start < a.mask_cols && a.mask[m * a.mask_stride + (j - start)] != 0);
+        }
+      }
       const unsigned bits = __ballot_sync(0xffffffffu, on);
       if (on) list[n + __popc(bits & ((1u << lane) - 1u))] = static_cast<int>(j);
       n += __popc(bits);
@@ -49,7 +53,6 @@ __device__ int visible_entries(const AttentionArgs& a, int64_t m, int64_t begin,
   return count;
 }
 
-// Eight consecutive elements of a K or V row as floats (16-byte loads where aligned).
 template <typename T>
 __device__ __forceinline__ void load8(const T* p, float (&out)[8]) {
   if constexpr (sizeof(T) == 4) {

@@ -95,7 +95,8 @@ struct TileCursor {
   // k offset of piece h of chunk u in batch b, or -1 past the end.
   __device__ __forceinline__ int64_t offset(int64_t b, int u, int h) const {
     const int64_t j = first + (b * kBatch + u) * splits;
-    const int64_t kk = j * kChunkK + c * 16 + h * 8;
+    // The 4 lanes of a row read 64 contiguous bytes per piece (two whole 32-byte sectors).
+    const int64_t kk = j * kChunkK + h * 32 + c * 8;
     return j < n_chunks && kk < k ? kk : -1;
   }
 };
