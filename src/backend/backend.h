@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 
 #include "backend/tensor.h"
@@ -62,6 +63,13 @@ struct AttentionRows {
   Tensor mask;         // [M, mask_cols] i32, nonzero = visible, or empty
 };
 
+// One product of a matmul group: y = x · wᵀ (+ bias).
+struct MatmulPart {
+  const Tensor* w = nullptr;
+  const Tensor* bias = nullptr;  // or nullptr
+  Tensor* y = nullptr;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -96,6 +104,11 @@ class Backend {
   // bit-identical to computing it alone (batch invariance).
   virtual void matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y,
                       bool accumulate) = 0;
+  // Several products of the same x (for example q, k and v), with the results of separate
+  // matmul calls; a GPU backend runs them as one launch.
+  virtual void matmul_group(const Tensor& x, std::span<const MatmulPart> parts) {
+    for (const MatmulPart& p : parts) matmul(x, *p.w, p.bias, *p.y, false);
+  }
   // y = x / sqrt(mean(x²) + eps) * weight, per row. x, y: [R, D] f32; weight: [1, D].
   virtual void rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& y) = 0;
   // In-place rotary embedding (rotate-half layout) of x: [M, n_heads * head_dim] f32.

@@ -152,9 +152,9 @@ Tensor Transformer::forward(const ForwardBatch& batch, KvCache& kv) {
     const LayerWeights& w = weights_.layers[l];
     const KvLayerView cache = kv.layer(l);
     backend_.rms_norm(x, w.input_norm, eps, h);
-    backend_.matmul(h, w.wq, bias(w.bq), q, false);
-    backend_.matmul(h, w.wk, bias(w.bk), k, false);
-    backend_.matmul(h, w.wv, bias(w.bv), v, false);
+    const MatmulPart qkv[] = {{&w.wq, bias(w.bq), &q}, {&w.wk, bias(w.bk), &k},
+                              {&w.wv, bias(w.bv), &v}};
+    backend_.matmul_group(h, qkv);
     if (c.qk_norm) {
       Tensor q_heads = q.reshape_cols(c.head_dim), k_heads = k.reshape_cols(c.head_dim);
       backend_.rms_norm(q_heads, w.q_norm, eps, q_heads);
@@ -166,8 +166,8 @@ Tensor Transformer::forward(const ForwardBatch& batch, KvCache& kv) {
     backend_.attention(q, c.n_heads, cache, rows, scale, attn);
     backend_.matmul(attn, w.wo, bias(w.bo), x, true);
     backend_.rms_norm(x, w.post_norm, eps, h);
-    backend_.matmul(h, w.w_gate, bias(w.b_gate), gate, false);
-    backend_.matmul(h, w.w_up, bias(w.b_up), up, false);
+    const MatmulPart gate_up[] = {{&w.w_gate, bias(w.b_gate), &gate}, {&w.w_up, bias(w.b_up), &up}};
+    backend_.matmul_group(h, gate_up);
     backend_.silu_mul(gate, up, gate);
     backend_.matmul(gate, w.w_down, bias(w.b_down), x, true);
     capture(l + 1);

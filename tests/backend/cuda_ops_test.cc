@@ -114,6 +114,48 @@ TEST_F(CudaOps, MatmulIsBatchInvariant) {
   }
 }
 
+TEST_F(CudaOps, MatmulGroupMatchesReferenceAndIsBatchInvariant) {
+  const int64_t k = 512;
+  const int64_t ns[] = {256, 64, 72};
+  HostTensor x = HostTensor(DType::kF32, kSmallBatch, k).random(41);
+  Tensor dx = upload(x);
+  std::vector<HostTensor> w, y_all;
+  std::vector<Tensor> dw, dy_all;
+  for (int i = 0; i < 3; ++i) {
+    w.push_back(HostTensor(DType::kBF16, ns[i], k).random(42 + i));
+    y_all.emplace_back(DType::kF32, kSmallBatch, ns[i]);
+  }
+  for (int i = 0; i < 3; ++i) {
+    dw.push_back(upload(w[i]));
+    dy_all.push_back(upload(y_all[i]));
+  }
+  std::vector<MatmulPart> parts;
+  for (int i = 0; i < 3; ++i) parts.push_back({&dw[i], nullptr, &dy_all[i]});
+  backend_->matmul_group(dx, parts);
+  for (int i = 0; i < 3; ++i) {
+    HostTensor want(DType::kF32, kSmallBatch, ns[i]);
+    reference::matmul(x.t(), w[i].t(), nullptr, want.t(), false);
+    HostTensor got = download(dy_all[i], y_all[i]);
+    EXPECT_LE(max_rel_error(got.t(), want.t()), kSmallTolerance) << "part " << i;
+    y_all[i] = std::move(got);
+  }
+  for (int64_t m : {1, 5, 9}) {
+    std::vector<HostTensor> y;
+    std::vector<Tensor> dy;
+    for (int i = 0; i < 3; ++i) y.emplace_back(DType::kF32, m, ns[i]);
+    for (int i = 0; i < 3; ++i) dy.push_back(upload(y[i]));
+    std::vector<MatmulPart> rows;
+    for (int i = 0; i < 3; ++i) rows.push_back({&dw[i], nullptr, &dy[i]});
+    backend_->matmul_group(dx.slice_rows(0, m), rows);
+    for (int i = 0; i < 3; ++i) {
+      HostTensor got = download(dy[i], y[i]);
+      for (int64_t r = 0; r < m; ++r) {
+        EXPECT_TRUE(same_bits(got.t(), r, y_all[i].t(), r)) << "part " << i << " M=" << m;
+      }
+    }
+  }
+}
+
 TEST_F(CudaOps, ElementwiseOpsMatchReference) {
   const int64_t m = 5, d = 96, heads = 3, half = 16, positions = 40;
   // embedding

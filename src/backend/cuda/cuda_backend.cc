@@ -220,44 +220,92 @@ void CudaBackend::embedding(const Tensor& ids, const Tensor& table, Tensor& out)
 
 void CudaBackend::matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y,
                          bool accumulate) {
-  check_device("matmul", index_, {&x, &w, &y});
-  if (bias != nullptr) check_device("matmul", index_, {bias});
-  op_checks::matmul(x, w, bias, y);
-  cuda::MatmulArgs a;
-  a.x = x.ptr<const float>();
-  a.x_stride = x.stride;
-  a.w = w.data;
-  a.w_dtype = w.dtype;
-  a.w_stride = w.stride;
-  a.bias = bias != nullptr ? bias->data : nullptr;
-  a.bias_dtype = bias != nullptr ? bias->dtype : DType::kF32;
-  a.y = y.ptr<float>();
-  a.y_stride = y.stride;
-  a.m = x.rows;
-  a.n = w.rows;
-  a.k = w.cols;
-  a.accumulate = accumulate;
-  if (a.m == 0 || a.n == 0) return;
-  cuda::MatmulScratch s;
-  if (a.m > kSmallBatch && cuda::gemm_supported(a)) {
-    s.x_bf16_elems = static_cast<size_t>(a.m * a.k);
-    s.x_bf16 = scratch(kBf16X, s.x_bf16_elems * 2);
-    cuda::matmul_gemm(a, s, stream_);
+  const MatmulPart part{&w, bias, &y};
+  run_matmuls(x, std::span<const MatmulPart>(&part, 1), accumulate);
+}
+
+void CudaBackend::matmul_group(const Tensor& x, std::span<const MatmulPart> parts) {
+  SPECD_CHECK(!parts.empty() && parts.size() <= cuda::MatmulGroup::kMaxParts,
+              "matmul_group: {} parts (1 to {})", parts.size(), cuda::MatmulGroup::kMaxParts);
+  run_matmuls(x, parts, false);
+}
+
+void CudaBackend::run_matmuls(const Tensor& x, std::span<const MatmulPart> parts,
+                              bool accumulate) {
+  cuda::MatmulGroup group;
+  for (const MatmulPart& p : parts) {
+    check_device("matmul", index_, {&x, p.w, p.y});
+    if (p.bias != nullptr) check_device("matmul", index_, {p.bias});
+    op_checks::matmul(x, *p.w, p.bias, *p.y);
+    cuda::MatmulArgs& a = group.part[group.count];
+    a.x = x.ptr<const float>();
+    a.x_stride = x.stride;
+    a.w = p.w->data;
+    a.w_dtype = p.w->dtype;
+    a.w_stride = p.w->stride;
+    a.bias = p.bias != nullptr ? p.bias->data : nullptr;
+    a.bias_dtype = p.bias != nullptr ? p.bias->dtype : DType::kF32;
+    a.y = p.y->ptr<float>();
+    a.y_stride = p.y->stride;
+    a.m = x.rows;
+    a.n = p.w->rows;
+    a.k = p.w->cols;
+    a.accumulate = accumulate;
+    const int64_t before = group.count == 0 ? 0 : group.tile_end[group.count - 1];
+    group.tile_end[group.count] = before + (a.n + 15) / 16;
+    ++group.count;
+  }
+  const int64_t m = x.rows;
+  if (m == 0) return;
+  bool same_weights = true;  // one launch needs one weight dtype
+  for (int p = 1; p < group.count; ++p) {
+    same_weights = same_weights && group.part[p].w_dtype == group.part[0].w_dtype;
+  }
+  if (m > kSmallBatch || !same_weights) {
+    for (int p = 0; p < group.count; ++p) {
+      cuda::MatmulArgs a = group.part[p];
+      if (a.n == 0) continue;
+      if (m > kSmallBatch && cuda::gemm_supported(a)) {
+        cuda::MatmulScratch s;
+        s.x_bf16_elems = static_cast<size_t>(m * a.k);
+        s.x_bf16 = scratch(kBf16X, s.x_bf16_elems * 2);
+        cuda::matmul_gemm(a, s, stream_);
+        continue;
+      }
+      cuda::MatmulGroup single;
+      single.part[0] = a;
+      single.tile_end[0] = (a.n + 15) / 16;
+      single.count = 1;
+      run_small(single);  // the generic kernel for large M (16 rows at a time)
+    }
     return;
   }
-  const cuda::SmallMatmulPlan plan = cuda::plan_small_matmul(a, multiprocessors_);
+  run_small(group);
+}
+
+void CudaBackend::run_small(const cuda::MatmulGroup& group) {
+  const cuda::SmallMatmulPlan plan = cuda::plan_small_matmul(group, multiprocessors_);
+  if (plan.tiles == 0) return;
+  cuda::MatmulScratch s;
   s.partial_floats = cuda::small_matmul_partial_floats(plan);
   if (s.partial_floats > 0) {
     s.partials = static_cast<float*>(scratch(kPartials, s.partial_floats * 4));
     s.ticket_count = static_cast<size_t>(plan.tiles);
     s.tickets = static_cast<unsigned*>(scratch(kTickets, s.ticket_count * 4));
   }
-  for (int64_t m0 = 0; m0 < a.m; m0 += kSmallBatch) {  // the generic path for large M
-    cuda::MatmulArgs part = a;
-    part.x = a.x + m0 * a.x_stride;
-    part.y = a.y + m0 * a.y_stride;
-    part.m = std::min<int64_t>(kSmallBatch, a.m - m0);
-    cuda::matmul_small(part, plan, s, stream_);
+  if (group.part[0].m <= kSmallBatch || !plan.tensor_cores) {
+    cuda::matmul_small(group, plan, s, stream_);
+    return;
+  }
+  for (int64_t m0 = 0; m0 < group.part[0].m; m0 += kSmallBatch) {  // tensor cores, large M
+    cuda::MatmulGroup rows = group;
+    for (int p = 0; p < group.count; ++p) {
+      cuda::MatmulArgs& a = rows.part[p];
+      a.x += m0 * a.x_stride;
+      a.y += m0 * a.y_stride;
+      a.m = std::min<int64_t>(kSmallBatch, a.m - m0);
+    }
+    cuda::matmul_small(rows, plan, s, stream_);
   }
 }
 

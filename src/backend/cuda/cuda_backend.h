@@ -9,6 +9,9 @@
 #include "backend/backend.h"
 
 struct CUstream_st;
+namespace specd::cuda {
+struct MatmulGroup;
+}
 struct CUgraphExec_st;
 
 namespace specd {
@@ -38,6 +41,7 @@ class CudaBackend final : public Backend {
   void embedding(const Tensor& ids, const Tensor& table, Tensor& out) override;
   void matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y,
               bool accumulate) override;
+  void matmul_group(const Tensor& x, std::span<const MatmulPart> parts) override;
   void rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& y) override;
   void rope(Tensor& x, int n_heads, const Tensor& positions, const RopeTable& table) override;
   void silu_mul(const Tensor& gate, const Tensor& up, Tensor& out) override;
@@ -50,6 +54,9 @@ class CudaBackend final : public Backend {
   bool graphs_enabled() const { return graphs_; }
 
  private:
+  // Runs a group of matmuls that share x (one part for plain matmul).
+  void run_matmuls(const Tensor& x, std::span<const MatmulPart> parts, bool accumulate);
+  void run_small(const cuda::MatmulGroup& group);
   // Device scratch that grows (never shrinks); growth drops recorded graphs that used it.
   void* scratch(int which, size_t bytes);
 

@@ -42,18 +42,26 @@ struct MatmulScratch {
   size_t x_bf16_elems = 0;
 };
 
-// How the small-M kernel splits a [N, K] product; depends on N, K and the GPU only.
+// Up to 3 matmuls of the same x (and M, K, weight dtype) in one launch, e.g. q/k/v or gate/up.
+struct MatmulGroup {
+  static constexpr int kMaxParts = 3;
+  MatmulArgs part[kMaxParts];
+  int64_t tile_end[kMaxParts] = {};  // cumulative 16-column tiles
+  int count = 0;
+};
+
+// How the small-M kernel splits a group; depends on the weights' shapes and the GPU only.
 struct SmallMatmulPlan {
   bool tensor_cores = false;  // bf16 weights with K % 8 == 0 and 16-byte aligned rows
   int64_t tiles = 0;          // output tiles of 16 columns
   int block_splits = 1;       // blocks sharing one tile (K ranges), reduced in a fixed order
   int64_t grid_x = 0;         // blocks per split; each loops over tiles grid_x apart
 };
-SmallMatmulPlan plan_small_matmul(const MatmulArgs& a, int multiprocessors);
+SmallMatmulPlan plan_small_matmul(const MatmulGroup& group, int multiprocessors);
 size_t small_matmul_partial_floats(const SmallMatmulPlan& plan);
-// y = x · wᵀ for M <= 16; batch-invariant (each row's bits are independent of the others).
-void matmul_small(const MatmulArgs& a, const SmallMatmulPlan& plan, const MatmulScratch& scratch,
-                  cudaStream_t stream);
+// y = x · wᵀ for each part, M <= 16; batch-invariant (a row's bits never depend on the others).
+void matmul_small(const MatmulGroup& group, const SmallMatmulPlan& plan,
+                  const MatmulScratch& scratch, cudaStream_t stream);
 // y = x · wᵀ for any M with bf16 tensor cores on a bf16 copy of x (prefill).
 void matmul_gemm(const MatmulArgs& a, const MatmulScratch& scratch, cudaStream_t stream);
 bool gemm_supported(const MatmulArgs& a);

@@ -131,50 +131,64 @@ __device__ __forceinline__ void mma_batch(float (&acc0)[4], float (&acc1)[4], co
   }
 }
 
-// Blocks loop over output tiles (grid.x blocks per split); each warp streams its chunks of the
-// tile with two batches of weight loads in flight: one is multiplied while the other arrives.
+// Blocks loop over the output tiles of every matmul of the group (grid.x blocks per split);
+// each warp streams its chunks of a tile with two batches of weight loads in flight (one is
+// multiplied while the other arrives), and loads the next tile's first batches before it
+// reduces the current one.
 template <bool kTwoTiles>
 __global__ void __launch_bounds__(kWarps * 32, 2)
-    small_mma_kernel(MatmulArgs a, int block_splits, int64_t tiles, float* partials,
-                     unsigned* tickets) {
+    small_mma_kernel(MatmulGroup group, int block_splits, float* partials, unsigned* tickets) {
   __shared__ float reduce[kWarps][kMaxRows][kTileN];
   __shared__ bool last_block;
+  const MatmulArgs& a0 = group.part[0];  // x, m, k and the weight dtype are shared
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int g = lane >> 2, c = lane & 3;
   const int64_t split = blockIdx.y;
-  const auto* w = static_cast<const __nv_bfloat16*>(a.w);
   const int t = threadIdx.x;  // in the reduction: one (x row, column) per thread, 16 x 16
   const int xr = t / kTileN, col = t % kTileN;
+  const int64_t tiles = group.tile_end[group.count - 1];
   TileCursor cur;
   cur.splits = static_cast<int64_t>(block_splits) * kWarps;
   cur.first = split * kWarps + warp;
-  cur.n_chunks = (a.k + kChunkK - 1) / kChunkK;
-  cur.k = a.k;
+  cur.n_chunks = (a0.k + kChunkK - 1) / kChunkK;
+  cur.k = a0.k;
   cur.c = c;
   const int64_t mine = cur.first < cur.n_chunks
                            ? (cur.n_chunks - cur.first + cur.splits - 1) / cur.splits
                            : 0;  // chunks of this warp
   const int64_t batches = (mine + kBatch - 1) / kBatch;
-  bool waited = false;
-
-  for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
-    const int64_t row0 = tile * kTileN + g, row1 = row0 + 8;
+  // Points the cursor at `tile`; returns its part of the group and its first output column.
+  auto seek = [&](int64_t tile, int* part, int64_t* n0) {
+    int p = 0;
+    while (tile >= group.tile_end[p]) ++p;
+    const MatmulArgs& a = group.part[p];
+    *part = p;
+    *n0 = (tile - (p == 0 ? 0 : group.tile_end[p - 1])) * kTileN;
+    const auto* w = static_cast<const __nv_bfloat16*>(a.w);
+    const int64_t row0 = *n0 + g, row1 = row0 + 8;
     cur.w0 = w + std::min<int64_t>(row0, a.n - 1) * a.w_stride;
     cur.w1 = w + std::min<int64_t>(row1, a.n - 1) * a.w_stride;
     cur.ok0 = row0 < a.n;
     cur.ok1 = row1 < a.n;
-    float acc0[4] = {0, 0, 0, 0}, acc1[4] = {0, 0, 0, 0};
-    WeightBatch even, odd;
+  };
+
+  WeightBatch even, odd;
+  int part = 0;
+  int64_t n0 = 0;
+  int64_t tile = blockIdx.x;
+  if (tile < tiles) {
+    seek(tile, &part, &n0);
     load_batch(even, cur, 0);  // weights do not depend on the previous kernel
     load_batch(odd, cur, 1);
-    if (!waited) {
-      wait_for_inputs();
-      allow_next_kernel();
-      waited = true;
-    }
-    const float* x0 = a.x + static_cast<int64_t>(g) * a.x_stride;
-    const float* x1 = a.x + static_cast<int64_t>(g + 8) * a.x_stride;
-    const bool has0 = g < a.m, has1 = g + 8 < a.m;
+  }
+  wait_for_inputs();
+  allow_next_kernel();
+  const float* x0 = a0.x + static_cast<int64_t>(g) * a0.x_stride;
+  const float* x1 = a0.x + static_cast<int64_t>(g + 8) * a0.x_stride;
+  const bool has0 = g < a0.m, has1 = g + 8 < a0.m;
+
+  while (tile < tiles) {
+    float acc0[4] = {0, 0, 0, 0}, acc1[4] = {0, 0, 0, 0};
     for (int64_t b = 0; b < batches; b += 2) {
       mma_batch<kTwoTiles>(acc0, acc1, even, cur, b, x0, x1, has0, has1);
       if (b + 2 < batches) load_batch(even, cur, b + 2);
@@ -182,6 +196,14 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
         mma_batch<kTwoTiles>(acc0, acc1, odd, cur, b + 1, x0, x1, has0, has1);
         if (b + 3 < batches) load_batch(odd, cur, b + 3);
       }
+    }
+    const MatmulArgs& a = group.part[part];
+    const int64_t n = n0 + col, this_tile = tile;
+    tile += gridDim.x;
+    if (tile < tiles) {  // the next tile's loads overlap this tile's reduction
+      seek(tile, &part, &n0);
+      load_batch(even, cur, 0);
+      load_batch(odd, cur, 1);
     }
 
     // acc element e sits at weight row g (+8 for e >= 2) and x row 2c + (e & 1) (+8 for acc1).
@@ -195,19 +217,19 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
     float v = 0.0f;
 #pragma unroll
     for (int i = 0; i < kWarps; ++i) v += reduce[i][xr][col];
-    const int64_t n = tile * kTileN + col;
     const bool write = xr < a.m && n < a.n;
     if (block_splits == 1) {
       if (write) a.y[xr * a.y_stride + n] = epilogue(a, xr, n, v);
     } else {
       // Several blocks share this tile: publish the partial; the last block to finish adds the
       // partials in split order (the same order whichever block arrives last).
-      float* tile_partials = partials + tile * block_splits * (kMaxRows * kTileN);
+      float* tile_partials = partials + this_tile * block_splits * (kMaxRows * kTileN);
       tile_partials[split * (kMaxRows * kTileN) + t] = v;
       __threadfence();
       __syncthreads();
       if (t == 0) {
-        last_block = atomicAdd(&tickets[tile], 1u) == static_cast<unsigned>(block_splits - 1);
+        last_block =
+            atomicAdd(&tickets[this_tile], 1u) == static_cast<unsigned>(block_splits - 1);
       }
       __syncthreads();
       if (last_block) {
@@ -217,14 +239,10 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
           sum += __ldcg(&tile_partials[s * (kMaxRows * kTileN) + t]);
         }
         if (write) a.y[xr * a.y_stride + n] = epilogue(a, xr, n, sum);
-        if (t == 0) tickets[tile] = 0;
+        if (t == 0) tickets[this_tile] = 0;
       }
     }
     __syncthreads();  // `reduce` and `last_block` are reused by the next tile
-  }
-  if (!waited) {
-    wait_for_inputs();
-    allow_next_kernel();
   }
 }
 
@@ -258,18 +276,24 @@ __global__ void __launch_bounds__(256) small_generic_kernel(MatmulArgs a) {
 
 }  // namespace
 
-SmallMatmulPlan plan_small_matmul(const MatmulArgs& a, int multiprocessors) {
+bool small_tensor_cores(const MatmulArgs& a) {
+  return a.w_dtype == DType::kBF16 && a.k % 8 == 0 && a.w_stride % 8 == 0 &&
+         reinterpret_cast<uintptr_t>(a.w) % 16 == 0 && a.x_stride % 4 == 0 &&
+         reinterpret_cast<uintptr_t>(a.x) % 16 == 0;
+}
+
+SmallMatmulPlan plan_small_matmul(const MatmulGroup& group, int multiprocessors) {
   SmallMatmulPlan plan;
-  const auto address = reinterpret_cast<uintptr_t>(a.w);
-  const auto x_address = reinterpret_cast<uintptr_t>(a.x);
-  plan.tensor_cores = a.w_dtype == DType::kBF16 && a.k % 8 == 0 && a.w_stride % 8 == 0 &&
-                      address % 16 == 0 && a.x_stride % 4 == 0 && x_address % 16 == 0;
-  plan.tiles = (a.n + kTileN - 1) / kTileN;
+  plan.tensor_cores = true;
+  for (int p = 0; p < group.count; ++p) {
+    plan.tensor_cores = plan.tensor_cores && small_tensor_cores(group.part[p]);
+  }
+  plan.tiles = group.tile_end[group.count - 1];
   if (!plan.tensor_cores) return plan;
   // One wave of blocks (two per multiprocessor) that loop over the tiles; tiles are split over
   // several blocks when there are fewer tiles than that, keeping at least 2 chunks per warp.
   const int64_t wave = 2 * static_cast<int64_t>(multiprocessors);
-  const int64_t n_chunks = (a.k + kChunkK - 1) / kChunkK;
+  const int64_t n_chunks = (group.part[0].k + kChunkK - 1) / kChunkK;
   const int64_t by_work = std::max<int64_t>(1, n_chunks / (kWarps * 2));
   plan.block_splits = static_cast<int>(
       std::clamp<int64_t>((wave + plan.tiles / 2) / plan.tiles, 1, std::min<int64_t>(by_work, 64)));
@@ -282,25 +306,30 @@ size_t small_matmul_partial_floats(const SmallMatmulPlan& plan) {
   return static_cast<size_t>(plan.tiles) * plan.block_splits * kMaxRows * kTileN;
 }
 
-void matmul_small(const MatmulArgs& a, const SmallMatmulPlan& plan, const MatmulScratch& scratch,
-                  cudaStream_t stream) {
+void matmul_small(const MatmulGroup& group, const SmallMatmulPlan& plan,
+                  const MatmulScratch& scratch, cudaStream_t stream) {
   if (plan.tensor_cores) {
     Launch launch(dim3(static_cast<unsigned>(plan.grid_x), plan.block_splits), dim3(kWarps * 32),
                   0, stream);
-    auto kernel = a.m > 8 ? small_mma_kernel<true> : small_mma_kernel<false>;
-    check(cudaLaunchKernelEx(&launch.config, kernel, a, plan.block_splits, plan.tiles,
-                             scratch.partials, scratch.tickets),
+    auto kernel = group.part[0].m > 8 ? small_mma_kernel<true> : small_mma_kernel<false>;
+    check(cudaLaunchKernelEx(&launch.config, kernel, group, plan.block_splits, scratch.partials,
+                             scratch.tickets),
           "small_mma_kernel");
     return;
   }
-  // The generic kernel takes 16 rows at a time (rows are independent).
-  for (int64_t m0 = 0; m0 < a.m; m0 += kMaxRows) {
-    MatmulArgs part = a;
-    part.x = a.x + m0 * a.x_stride;
-    part.y = a.y + m0 * a.y_stride;
-    part.m = std::min<int64_t>(kMaxRows, a.m - m0);
-    Launch launch(dim3(static_cast<unsigned>((a.n + 7) / 8)), dim3(256), 0, stream);
-    check(cudaLaunchKernelEx(&launch.config, small_generic_kernel, part), "small_generic_kernel");
+  // The generic kernel takes one matmul and 16 rows at a time (rows are independent).
+  for (int p = 0; p < group.count; ++p) {
+    const MatmulArgs& a = group.part[p];
+    if (a.n == 0) continue;
+    for (int64_t m0 = 0; m0 < a.m; m0 += kMaxRows) {
+      MatmulArgs part = a;
+      part.x = a.x + m0 * a.x_stride;
+      part.y = a.y + m0 * a.y_stride;
+      part.m = std::min<int64_t>(kMaxRows, a.m - m0);
+      Launch launch(dim3(static_cast<unsigned>((a.n + 7) / 8)), dim3(256), 0, stream);
+      check(cudaLaunchKernelEx(&launch.config, small_generic_kernel, part),
+            "small_generic_kernel");
+    }
   }
 }
 
