@@ -17,6 +17,7 @@ constexpr int kThreads = 128;
 constexpr int kMaxGroup = 16;     // query heads per KV head handled by one block
 constexpr int kMaxHeadDim = 256;
 constexpr int kMaxShared = 96 * 1024;  // dynamic shared memory bytes per block
+constexpr int kMaxChunks = 32;         // cache chunks per row (see attention_chunk)
 
 __device__ __forceinline__ float to_float(__nv_bfloat16 v) { return __bfloat162float(v); }
 __device__ __forceinline__ float to_float(__half v) { return __half2float(v); }
@@ -89,7 +90,8 @@ __global__ void __launch_bounds__(kThreads)
   allow_next_kernel();
 
   const int64_t begin = ch * chunk, end = std::min(begin + chunk, a.cache.capacity);
-  const int n = visible_entries(a, m, begin, end, list);
+  const bool past_end = a.mask_start == nullptr && begin > a.cache_index[m];
+  const int n = past_end ? 0 : visible_entries(a, m, begin, end, list);
   // partials layout: [M, n_heads, n_chunks, hd + 2] (acc..., max, sum)
   auto partial = [&](int g) {
     return partials + ((m * a.n_heads + kv_head * group + g) * n_chunks + ch) * (hd + 2);
@@ -205,22 +207,36 @@ __global__ void __launch_bounds__(kThreads)
 
 // out[m, head] = sum over chunks of exp(max_c - max) acc_c / sum over chunks of exp(max_c - max) sum_c.
 __global__ void attention_combine_kernel(AttentionArgs a, int64_t n_chunks, const float* partials) {
+  __shared__ float weight[kMaxChunks];  // exp(max_c - max), 0 for empty chunks
+  __shared__ float sums[kMaxChunks];
+  __shared__ float den;
   const int hd = a.cache.head_dim;
   const int64_t m = blockIdx.x;
   const int head = blockIdx.y;
   wait_for_inputs();
   allow_next_kernel();
   const float* base = partials + (m * a.n_heads + head) * n_chunks * (hd + 2);
-  float mx = -INFINITY;
-  for (int64_t c = 0; c < n_chunks; ++c) mx = fmaxf(mx, base[c * (hd + 2) + hd]);
+  for (int c = threadIdx.x; c < n_chunks; c += blockDim.x) {
+    weight[c] = base[c * (hd + 2) + hd];
+    sums[c] = base[c * (hd + 2) + hd + 1];
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {  // at most kMaxChunks values: serial, fixed order
+    float mx = -INFINITY;
+    for (int c = 0; c < n_chunks; ++c) mx = fmaxf(mx, weight[c]);
+    float sum = 0.0f;
+    for (int c = 0; c < n_chunks; ++c) {
+      weight[c] = sums[c] == 0.0f ? 0.0f : __expf(weight[c] - mx);
+      sum = fmaf(weight[c], sums[c], sum);
+    }
+    den = sum;
+  }
+  __syncthreads();
   for (int d = threadIdx.x; d < hd; d += blockDim.x) {
-    float num = 0.0f, den = 0.0f;
-    for (int64_t c = 0; c < n_chunks; ++c) {
-      const float* p = base + c * (hd + 2);
-      if (p[hd + 1] == 0.0f) continue;
-      const float w = __expf(p[hd] - mx);
-      num = fmaf(w, p[d], num);
-      den = fmaf(w, p[hd + 1], den);
+    float num = 0.0f;
+#pragma unroll 8
+    for (int c = 0; c < n_chunks; ++c) {
+      if (weight[c] != 0.0f) num = fmaf(weight[c], base[c * (hd + 2) + d], num);
     }
     a.out[m * a.out_stride + static_cast<int64_t>(head) * hd + d] = num / den;
   }
