@@ -41,9 +41,9 @@ SamplingParams SamplingOptions::resolve(const ModelConfig& config) const {
 }
 
 void add_model_options(CLI::App& command, LoadOptions& options, std::string& kv_dtype) {
-  command.add_option("-m,--model", options.model_dir, "Hugging Face model directory")
+  command.add_option("-m,--model", options.model_dir, "Hugging Face model directory or GGUF file")
       ->required()
-      ->check(CLI::ExistingDirectory);
+      ->check(CLI::ExistingPath);
   command.add_option("--device", options.device, "Device: cpu, cuda or cuda:N")
       ->capture_default_str();
   command.add_option("-t,--threads", options.threads, "CPU threads (0 = all cores)")

@@ -68,7 +68,7 @@ void register_render_chat_command(CLI::App& app) {
       ->add_option("-m,--model", options->model_dir,
                    "Model directory with tokenizer_config.json or chat_template.jinja")
       ->required()
-      ->check(CLI::ExistingDirectory);
+      ->check(CLI::ExistingPath);
   command
       ->add_option("--messages", options->messages_file,
                    "JSON file: an array of messages, or {\"messages\": [...], \"tools\": [...]}"

@@ -78,7 +78,7 @@ void register_tokenize_commands(CLI::App& app) {
       "Needs only tokenizer.json (and tokenizer_config.json), no weights.");
   encode->add_option("-m,--model", tok->model_dir, "Directory holding tokenizer.json")
       ->required()
-      ->check(CLI::ExistingDirectory);
+      ->check(CLI::ExistingPath);
   CLI::Option* text = encode->add_option("--text", tok->text, "Text to encode");
   CLI::Option* file = encode->add_option("--file", tok->file, "File whose bytes to encode")
                           ->check(CLI::ExistingFile);
@@ -94,7 +94,7 @@ void register_tokenize_commands(CLI::App& app) {
       "Needs only tokenizer.json (and tokenizer_config.json), no weights.");
   decode->add_option("-m,--model", detok->model_dir, "Directory holding tokenizer.json")
       ->required()
-      ->check(CLI::ExistingDirectory);
+      ->check(CLI::ExistingPath);
   decode->add_option("--ids", detok->ids, "Token ids as a JSON array, e.g. \"[1,2,3]\"")
       ->required();
   decode->add_flag("--skip-special", detok->skip_special, "Leave special tokens out of the text");

@@ -8,7 +8,7 @@ namespace specd::cli {
 
 void SpecOptions::add_to(CLI::App& command, bool with_mode) {
   command.add_option("--draft", draft_dir, "Draft model directory (same tokenizer as the target)")
-      ->check(CLI::ExistingDirectory);
+      ->check(CLI::ExistingPath);
   if (with_mode) {
     command.add_option("--spec", mode,
                      "Speculation: none, draft, ngram or ngram+draft (default: draft when "
