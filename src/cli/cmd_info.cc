@@ -3,6 +3,7 @@
 
 #include <cstdio>
 
+#include "cli/cli_options.h"
 #include "cli/commands.h"
 #include "cli/model_loader.h"
 #include "model/gguf_model.h"
@@ -67,9 +68,9 @@ void run_info(const InfoOptions& o) {
 void register_info_command(CLI::App& app) {
   auto options = std::make_shared<InfoOptions>();
   CLI::App* cmd = app.add_subcommand("info", "Describe a model: architecture, size, memory");
-  cmd->add_option("-m,--model", options->model_dir, "Hugging Face model directory")
+  cmd->add_option("-m,--model", options->model_dir, "Hugging Face model directory or GGUF file")
       ->required()
-      ->check(CLI::ExistingPath);
+      ->check(existing_model_path());
   cmd->add_option("-c,--ctx-size", options->context, "Context size for the memory estimate")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
