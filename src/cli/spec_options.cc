@@ -2,7 +2,6 @@
 #include "cli/spec_options.h"
 
 #include "cli/cli_options.h"
-
 #include "core/error.h"
 #include "spec/compatibility.h"
 
