@@ -92,8 +92,6 @@ TEST_F(GgufSmolLm2, TokenizerMatchesTransformersGgufConversion) {
     const std::string prompt = r["prompt"].get<std::string>();
     EXPECT_EQ(tokenizer.encode(prompt, false), r["prompt_ids"].get<std::vector<int32_t>>())
         << prompt;
-    const auto tokens = r["tokens"].get<std::vector<int32_t>>();
-    EXPECT_EQ(tokenizer.encode(tokenizer.decode(tokens), false).size() > 0, true);
   }
   EXPECT_EQ(tokenizer.eos_id(), 2);
 }
