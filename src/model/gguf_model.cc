@@ -1,9 +1,10 @@
 // GGUF metadata -> ModelConfig, and GGUF tensors -> a TensorStore under Hugging Face names.
 #include "model/gguf_model.h"
 
+#include <algorithm>
 #include <cstring>
 #include <memory>
-#include <regex>
+#include <string_view>
 #include <vector>
 
 #include "core/error.h"
@@ -79,6 +80,18 @@ std::shared_ptr<std::vector<uint8_t>> unpermute_rows(const GgufTensorInfo& t, in
   return out;
 }
 
+// Splits "<prefix><digits>.<rest>" into the digits and rest; false for other names.
+bool split_layer_name(const std::string& name, std::string_view prefix, std::string* layer,
+                      std::string* rest) {
+  if (!name.starts_with(prefix)) return false;
+  size_t i = prefix.size(), j = i;
+  while (j < name.size() && j - i < 9 && name[j] >= '0' && name[j] <= '9') ++j;
+  if (j == i || j >= name.size() || name[j] != '.') return false;
+  *layer = name.substr(i, j - i);
+  *rest = name.substr(j + 1);
+  return true;
+}
+
 struct GgufOwner {
   std::unique_ptr<GgufFile> file;
   std::vector<std::shared_ptr<std::vector<uint8_t>>> copies;
@@ -92,11 +105,10 @@ std::string gguf_tensor_name(const std::string& hf_name) {
   for (const NamePair& p : kGlobalNames) {
     if (hf_name == p.hf) return p.gguf;
   }
-  static const std::regex layer(R"(model\.layers\.(\d+)\.(.+))");
-  std::smatch m;
-  if (!std::regex_match(hf_name, m, layer)) return "";
+  std::string layer, rest;
+  if (!split_layer_name(hf_name, "model.layers.", &layer, &rest)) return "";
   for (const NamePair& p : kLayerNames) {
-    if (m[2] == p.hf) return "blk." + m[1].str() + "." + p.gguf;
+    if (rest == p.hf) return "blk." + layer + "." + p.gguf;
   }
   return "";
 }
@@ -217,11 +229,10 @@ TensorStore open_gguf_store(const std::string& path, const ModelConfig& config) 
     for (const NamePair& p : kGlobalNames) {
       if (t.name == p.gguf) hf = p.hf;
     }
-    static const std::regex layer(R"(blk\.(\d+)\.(.+))");
-    std::smatch m;
-    if (hf.empty() && std::regex_match(t.name, m, layer)) {
+    std::string layer, rest;
+    if (hf.empty() && split_layer_name(t.name, "blk.", &layer, &rest)) {
       for (const NamePair& p : kLayerNames) {
-        if (m[2] == p.gguf) hf = "model.layers." + m[1].str() + "." + p.hf;
+        if (rest == p.gguf) hf = "model.layers." + layer + "." + p.hf;
       }
     }
     if (hf.empty()) continue;  // tensors specd does not use
