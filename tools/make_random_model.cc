@@ -3,11 +3,13 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <thread>
 
 #include "core/dtype.h"
 #include "core/error.h"
@@ -32,6 +34,8 @@ const std::map<std::string, Shape>& presets() {
       {"qwen3-tiny", Shape{"Qwen3ForCausalLM", 4096, 256, 768, 4, 4, 2, 64, true, 1000000}},
       {"llama-3.2-1b",
        Shape{"LlamaForCausalLM", 128256, 2048, 8192, 16, 32, 8, 64, true, 500000}},
+      {"llama-3.1-8b",
+       Shape{"LlamaForCausalLM", 128256, 4096, 14336, 32, 32, 8, 128, false, 500000}},
   };
   return table;
 }
@@ -66,38 +70,55 @@ Tensor make_tensor(const std::string& name, std::vector<int64_t> shape, DType dt
   return t;
 }
 
+struct Spec {
+  std::string name;
+  std::vector<int64_t> shape;
+  float center, spread;
+};
+
 void write_model(const Shape& s, DType dtype, const std::string& out, uint64_t seed) {
   std::filesystem::create_directories(out);
-  Random rng{seed};
   const float w = 0.02f * std::sqrt(3.0f);  // uniform with std 0.02
-  std::vector<Tensor> tensors;
+  std::vector<Spec> specs;
   const int64_t q = static_cast<int64_t>(s.heads) * s.head_dim;
   const int64_t kv = static_cast<int64_t>(s.kv_heads) * s.head_dim;
   bool qwen3 = s.architecture == "Qwen3ForCausalLM";
-  tensors.push_back(make_tensor("model.embed_tokens.weight", {s.vocab, s.hidden}, dtype, rng, 0, w));
+  specs.push_back({"model.embed_tokens.weight", {s.vocab, s.hidden}, 0, w});
   for (int l = 0; l < s.layers; ++l) {
     std::string p = "model.layers." + std::to_string(l) + ".";
-    tensors.push_back(make_tensor(p + "input_layernorm.weight", {s.hidden}, dtype, rng, 1, 0.1f));
-    tensors.push_back(make_tensor(p + "self_attn.q_proj.weight", {q, s.hidden}, dtype, rng, 0, w));
-    tensors.push_back(make_tensor(p + "self_attn.k_proj.weight", {kv, s.hidden}, dtype, rng, 0, w));
-    tensors.push_back(make_tensor(p + "self_attn.v_proj.weight", {kv, s.hidden}, dtype, rng, 0, w));
-    tensors.push_back(make_tensor(p + "self_attn.o_proj.weight", {s.hidden, q}, dtype, rng, 0, w));
+    specs.push_back({p + "input_layernorm.weight", {s.hidden}, 1, 0.1f});
+    specs.push_back({p + "self_attn.q_proj.weight", {q, s.hidden}, 0, w});
+    specs.push_back({p + "self_attn.k_proj.weight", {kv, s.hidden}, 0, w});
+    specs.push_back({p + "self_attn.v_proj.weight", {kv, s.hidden}, 0, w});
+    specs.push_back({p + "self_attn.o_proj.weight", {s.hidden, q}, 0, w});
     if (qwen3) {
-      tensors.push_back(make_tensor(p + "self_attn.q_norm.weight", {s.head_dim}, dtype, rng, 1, 0.1f));
-      tensors.push_back(make_tensor(p + "self_attn.k_norm.weight", {s.head_dim}, dtype, rng, 1, 0.1f));
+      specs.push_back({p + "self_attn.q_norm.weight", {s.head_dim}, 1, 0.1f});
+      specs.push_back({p + "self_attn.k_norm.weight", {s.head_dim}, 1, 0.1f});
     }
-    tensors.push_back(
-        make_tensor(p + "post_attention_layernorm.weight", {s.hidden}, dtype, rng, 1, 0.1f));
-    tensors.push_back(make_tensor(p + "mlp.gate_proj.weight", {s.ffn, s.hidden}, dtype, rng, 0, w));
-    tensors.push_back(make_tensor(p + "mlp.up_proj.weight", {s.ffn, s.hidden}, dtype, rng, 0, w));
-    tensors.push_back(make_tensor(p + "mlp.down_proj.weight", {s.hidden, s.ffn}, dtype, rng, 0, w));
-    std::fprintf(stderr, "\rgenerating layer %d / %d", l + 1, s.layers);
+    specs.push_back({p + "post_attention_layernorm.weight", {s.hidden}, 1, 0.1f});
+    specs.push_back({p + "mlp.gate_proj.weight", {s.ffn, s.hidden}, 0, w});
+    specs.push_back({p + "mlp.up_proj.weight", {s.ffn, s.hidden}, 0, w});
+    specs.push_back({p + "mlp.down_proj.weight", {s.hidden, s.ffn}, 0, w});
   }
+  specs.push_back({"model.norm.weight", {s.hidden}, 1, 0.1f});
+  if (!s.tied) specs.push_back({"lm_head.weight", {s.vocab, s.hidden}, 0, w});
+
+  // Each tensor has its own generator (seed, index), so threads give the same bytes.
+  std::vector<Tensor> tensors(specs.size());
+  std::atomic<size_t> next{0}, done{0};
+  auto worker = [&] {
+    for (size_t i = next++; i < specs.size(); i = next++) {
+      Random rng{seed * 0x9E3779B97F4A7C15ull + i};
+      tensors[i] = make_tensor(specs[i].name, specs[i].shape, dtype, rng, specs[i].center,
+                               specs[i].spread);
+      std::fprintf(stderr, "\rgenerated %zu / %zu tensors", ++done, specs.size());
+    }
+  };
+  std::vector<std::thread> threads;
+  const unsigned n_threads = std::max(1u, std::thread::hardware_concurrency());
+  for (unsigned t = 0; t < n_threads; ++t) threads.emplace_back(worker);
+  for (auto& t : threads) t.join();
   std::fprintf(stderr, "\n");
-  tensors.push_back(make_tensor("model.norm.weight", {s.hidden}, dtype, rng, 1, 0.1f));
-  if (!s.tied) {
-    tensors.push_back(make_tensor("lm_head.weight", {s.vocab, s.hidden}, dtype, rng, 0, w));
-  }
   std::vector<specd::TensorToWrite> views;
   for (const auto& t : tensors) views.push_back({t.name, dtype, t.shape, t.data.data()});
   specd::write_safetensors(out + "/model.safetensors", views, {{"format", "pt"}});

@@ -3,15 +3,30 @@
 
 #include "backend/cpu/cpu_backend.h"
 #include "core/error.h"
+#ifdef SPECD_WITH_CUDA
+#include "backend/cuda/cuda_backend.h"
+#endif
 
 namespace specd {
+
+bool cuda_available() {
+#ifdef SPECD_WITH_CUDA
+  return cuda_device_count() > 0;
+#else
+  return false;
+#endif
+}
 
 std::unique_ptr<Backend> make_backend(Device device, int threads) {
   switch (device.kind) {
     case DeviceKind::kCpu:
       return std::make_unique<CpuBackend>(threads);
     case DeviceKind::kCuda:
-      fail("this build of specd has no CUDA backend");
+#ifdef SPECD_WITH_CUDA
+      return std::make_unique<CudaBackend>(device.index);
+#else
+      fail("this build of specd has no CUDA backend (nvcc was not found when it was built)");
+#endif
   }
   fail("unknown device kind");
 }

@@ -2,6 +2,8 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -69,11 +71,22 @@ class Backend {
   // ---- memory ----
   virtual DeviceBuffer alloc(size_t bytes) = 0;
   virtual void copy_to_device(void* dst, const void* src, size_t bytes) = 0;
+  // Waits for the device's queued work, then copies.
   virtual void copy_to_host(void* dst, const void* src, size_t bytes) = 0;
+  // Copies between two buffers of this device.
+  virtual void copy_on_device(void* dst, const void* src, size_t bytes) = 0;
   // Makes a host weight (for example a memory-mapped safetensors tensor) usable by the ops.
   // The CPU backend returns the same view (no copy); a GPU backend uploads into `storage`.
   virtual Tensor place_weight(const Tensor& host, DeviceBuffer* storage) = 0;
   virtual void synchronize() = 0;
+  // Runs `ops`, a sequence of op calls whose launches depend only on `key` (shapes, buffer
+  // addresses; data-dependent values such as positions are read from device memory). A GPU
+  // backend records it once as a graph and replays it for later calls with the same key.
+  virtual void run_recorded(uint64_t /*key*/, const std::function<void()>& ops) { ops(); }
+
+  // Memory bandwidth in bytes/s that bounds a decode step, measured now: a multi-threaded
+  // streaming read on the CPU, a large device-to-device copy (bytes read + written) on a GPU.
+  virtual double measure_bandwidth() = 0;
 
   // ---- ops (M = number of rows) ----
   // out[m] = table[ids[m]] widened to f32. ids: [1, M] i32; table: [V, D]; out: [M, D] f32.
@@ -100,6 +113,9 @@ class Backend {
 
 // Rows up to which matmul uses the batch-invariant small-batch kernels.
 inline constexpr int64_t kSmallBatch = 16;
+
+// True if this build has the CUDA backend and a CUDA device is usable.
+bool cuda_available();
 
 // Creates the backend for `device` (the CPU backend uses `threads` worker threads).
 std::unique_ptr<Backend> make_backend(Device device, int threads);

@@ -76,16 +76,17 @@ void check_cache(const char* op, const KvLayerView& cache) {
 
 // Checks rows.count, rows.slots and (for store_kv or causal attention) rows.cache_index.
 void check_rows(const char* op, const KvLayerView& cache, const AttentionRows& rows, int64_t m,
-                bool need_cache_index) {
+                bool need_cache_index, bool read_indices) {
   SPECD_CHECK(rows.count == m, "{}: rows.count is {} but the input has {} rows", op, rows.count, m);
   check_i32_vector(op, "rows.slots", rows.slots, m);
+  if (need_cache_index) check_i32_vector(op, "rows.cache_index", rows.cache_index, m);
+  if (!read_indices) return;
   for (int64_t i = 0; i < m; ++i) {
     int32_t slot = i32_at(rows.slots, i);
     SPECD_CHECK(slot >= 0 && slot < cache.n_slots, "{}: row {} has slot {} outside [0, {})", op, i,
                 slot, cache.n_slots);
   }
   if (!need_cache_index) return;
-  check_i32_vector(op, "rows.cache_index", rows.cache_index, m);
   for (int64_t i = 0; i < m; ++i) {
     int32_t index = i32_at(rows.cache_index, i);
     SPECD_CHECK(index >= 0 && index < cache.capacity,
@@ -96,10 +97,11 @@ void check_rows(const char* op, const KvLayerView& cache, const AttentionRows& r
 
 }  // namespace
 
-void embedding(const Tensor& ids, const Tensor& table, const Tensor& out) {
+void embedding(const Tensor& ids, const Tensor& table, const Tensor& out, bool read_indices) {
   check_i32_vector("embedding", "ids", ids, ids.cols);
   check_weight("embedding", "table", table);
   check_f32("embedding", "out", out, ids.cols, table.cols);
+  if (!read_indices) return;
   for (int64_t m = 0; m < ids.cols; ++m) {
     int32_t id = i32_at(ids, m);
     SPECD_CHECK(id >= 0 && id < table.rows, "embedding: token id {} (row {}) is outside [0, {})",
@@ -121,7 +123,8 @@ void rms_norm(const Tensor& x, const Tensor& weight, const Tensor& y) {
   check_float_vector("rms_norm", "weight", weight, x.cols);
 }
 
-void rope(const Tensor& x, int n_heads, const Tensor& positions, const RopeTable& table) {
+void rope(const Tensor& x, int n_heads, const Tensor& positions, const RopeTable& table,
+          bool read_indices) {
   check_f32("rope", "table.cos", table.cos, table.cos.rows, table.cos.cols);
   check_f32("rope", "table.sin", table.sin, table.cos.rows, table.cos.cols);
   int64_t head_dim = 2 * table.cos.cols;
@@ -129,6 +132,7 @@ void rope(const Tensor& x, int n_heads, const Tensor& positions, const RopeTable
               head_dim);
   check_f32("rope", "x", x, x.rows, n_heads * head_dim);
   check_i32_vector("rope", "positions", positions, x.rows);
+  if (!read_indices) return;
   for (int64_t m = 0; m < x.rows; ++m) {
     int32_t pos = i32_at(positions, m);
     SPECD_CHECK(pos >= 0 && pos < table.cos.rows,
@@ -144,16 +148,16 @@ void silu_mul(const Tensor& gate, const Tensor& up, const Tensor& out) {
 }
 
 void store_kv(const Tensor& k, const Tensor& v, const KvLayerView& cache,
-              const AttentionRows& rows) {
+              const AttentionRows& rows, bool read_indices) {
   check_cache("store_kv", cache);
   int64_t width = static_cast<int64_t>(cache.n_kv_heads) * cache.head_dim;
   check_f32("store_kv", "k", k, k.rows, width);
   check_f32("store_kv", "v", v, k.rows, width);
-  check_rows("store_kv", cache, rows, k.rows, true);
+  check_rows("store_kv", cache, rows, k.rows, true, read_indices);
 }
 
 void attention(const Tensor& q, int n_heads, const KvLayerView& cache, const AttentionRows& rows,
-               const Tensor& out) {
+               const Tensor& out, bool read_indices) {
   check_cache("attention", cache);
   SPECD_CHECK(n_heads > 0 && n_heads % cache.n_kv_heads == 0,
               "attention: {} query heads is not a multiple of {} KV heads", n_heads,
@@ -163,7 +167,7 @@ void attention(const Tensor& q, int n_heads, const KvLayerView& cache, const Att
   check_f32("attention", "out", out, q.rows, width);
   int64_t m = q.rows;
   bool masked = rows.mask_start.data != nullptr;
-  check_rows("attention", cache, rows, m, !masked);
+  check_rows("attention", cache, rows, m, !masked, read_indices);
   if (!masked) return;
   check_i32_vector("attention", "rows.mask_start", rows.mask_start, m);
   if (rows.mask.cols > 0) {
@@ -171,6 +175,7 @@ void attention(const Tensor& q, int n_heads, const KvLayerView& cache, const Att
     SPECD_CHECK(rows.mask.dtype == DType::kI32 && rows.mask.rows == m,
                 "attention: rows.mask is {}, expected [{}, n] i32", shape(rows.mask), m);
   }
+  if (!read_indices) return;
   for (int64_t i = 0; i < m; ++i) {
     int64_t start = i32_at(rows.mask_start, i);
     SPECD_CHECK(start >= 0 && start <= cache.capacity,

@@ -35,6 +35,7 @@ Transformer::Transformer(Backend& backend, ModelConfig config, const TensorStore
   auto f32 = [&](size_t cols) { return backend_.alloc(rows * cols * sizeof(float)); };
   indices_ = backend_.alloc(4 * rows * sizeof(int32_t));
   zero_slots_.assign(rows, 0);
+  staged_.resize(4 * rows);
   x_ = f32(config_.hidden_size);
   h_ = f32(config_.hidden_size);
   q_ = f32(config_.q_dim());
@@ -65,6 +66,22 @@ Tensor Transformer::hidden(size_t capture_index) const {
   return Tensor::make(base, DType::kF32, last_rows_, d, backend_.device());
 }
 
+uint64_t Transformer::recording_key(const ForwardBatch& batch, const KvCache& kv) const {
+  // Everything that changes which kernels run on which addresses: row counts, the logit rows,
+  // the cache and the hidden-state captures.
+  const int n_logits = batch.logit_rows ? batch.n_logit_rows : batch.n_rows;
+  uint64_t key = 1469598103934665603ull;
+  auto mix = [&](uint64_t v) { key = (key ^ v) * 1099511628211ull; };
+  mix(static_cast<uint64_t>(batch.n_rows));
+  mix(static_cast<uint64_t>(n_logits));
+  mix(batch.logit_rows != nullptr);
+  for (int i = 0; batch.logit_rows != nullptr && i < n_logits; ++i) mix(batch.logit_rows[i]);
+  mix(reinterpret_cast<uintptr_t>(kv.layer(0).k));
+  mix(capture_layers_.size());
+  for (int layer : capture_layers_) mix(static_cast<uint64_t>(layer));
+  return key;
+}
+
 Tensor Transformer::forward(const ForwardBatch& batch, KvCache& kv) {
   const int m = batch.n_rows;
   SPECD_CHECK(m > 0 && m <= limits_.max_rows, "forward of {} rows (limit {})", m,
@@ -78,20 +95,27 @@ Tensor Transformer::forward(const ForwardBatch& batch, KvCache& kv) {
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.head_dim)));
   last_rows_ = m;
 
-  // Stage the index arrays on the device: [tokens | positions | slots | cache_index].
+  // Check the rows on the host (device kernels skip out-of-range rows instead of failing), then
+  // stage the index arrays on the device in one copy: [tokens | positions | slots | cache_index].
+  const KvCacheShape& kv_shape = kv.shape();
+  const int32_t* slots = batch.slots ? batch.slots : zero_slots_.data();
+  const int32_t* cache_index = batch.cache_index ? batch.cache_index : batch.positions;
   for (int i = 0; i < m; ++i) {
+    SPECD_CHECK(batch.tokens[i] >= 0 && batch.tokens[i] < c.vocab_size,
+                "token id {} is outside the vocabulary [0, {})", batch.tokens[i], c.vocab_size);
     SPECD_CHECK(batch.positions[i] >= 0 && batch.positions[i] < limits_.max_positions,
                 "position {} is outside the context of {} positions", batch.positions[i],
                 limits_.max_positions);
+    SPECD_CHECK(slots[i] >= 0 && slots[i] < kv_shape.n_slots, "KV slot {} is outside [0, {})",
+                slots[i], kv_shape.n_slots);
+    SPECD_CHECK(cache_index[i] >= 0 && cache_index[i] < kv_shape.capacity,
+                "KV entry {} is outside the cache capacity {}", cache_index[i], kv_shape.capacity);
   }
-  auto* idx = static_cast<int32_t*>(indices_.data());
-  const size_t stride = limits_.max_rows;
-  const int32_t* slots = batch.slots ? batch.slots : zero_slots_.data();
-  const int32_t* cache_index = batch.cache_index ? batch.cache_index : batch.positions;
   const int32_t* host[4] = {batch.tokens, batch.positions, slots, cache_index};
-  for (int a = 0; a < 4; ++a) {
-    backend_.copy_to_device(idx + a * stride, host[a], m * sizeof(int32_t));
-  }
+  for (int a = 0; a < 4; ++a) std::memcpy(&staged_[a * m], host[a], m * sizeof(int32_t));
+  auto* idx = static_cast<int32_t*>(indices_.data());
+  backend_.copy_to_device(idx, staged_.data(), 4 * m * sizeof(int32_t));
+  const size_t stride = m;
   auto index_view = [&](int a) { return Tensor::make(idx + a * stride, DType::kI32, 1, m, dev); };
   AttentionRows rows;
   rows.count = m;
@@ -111,10 +135,17 @@ Tensor Transformer::forward(const ForwardBatch& batch, KvCache& kv) {
     for (size_t i = 0; i < capture_layers_.size(); ++i) {
       if (capture_layers_[i] != layer) continue;
       Tensor dst = hidden(i);
-      backend_.copy_to_device(dst.data, x.data, x.bytes());  // TODO(cuda): device-to-device
+      backend_.copy_on_device(dst.data, x.data, x.bytes());
     }
   };
 
+  Tensor normed = Tensor::make(normed_.data(), DType::kF32, n_logits, c.hidden_size, dev);
+  Tensor logits = Tensor::make(logits_.data(), DType::kF32, n_logits, c.vocab_size, dev);
+  for (int i = 0; batch.logit_rows != nullptr && i < n_logits; ++i) {
+    SPECD_CHECK(batch.logit_rows[i] >= 0 && batch.logit_rows[i] < m, "logit row {} out of range",
+                batch.logit_rows[i]);
+  }
+  auto layers = [&] {
   backend_.embedding(index_view(0), weights_.embed, x);
   capture(0);
   for (int l = 0; l < c.n_layers; ++l) {
@@ -142,19 +173,22 @@ Tensor Transformer::forward(const ForwardBatch& batch, KvCache& kv) {
     capture(l + 1);
   }
 
-  Tensor normed = Tensor::make(normed_.data(), DType::kF32, n_logits, c.hidden_size, dev);
   if (batch.logit_rows == nullptr) {
     backend_.rms_norm(x, weights_.final_norm, eps, normed);
   } else {
     for (int i = 0; i < n_logits; ++i) {
       int r = batch.logit_rows[i];
-      SPECD_CHECK(r >= 0 && r < m, "logit row {} out of range", r);
       Tensor dst = normed.slice_rows(i, 1);
       backend_.rms_norm(x.slice_rows(r, 1), weights_.final_norm, eps, dst);
     }
   }
-  Tensor logits = Tensor::make(logits_.data(), DType::kF32, n_logits, c.vocab_size, dev);
   if (n_logits > 0) backend_.matmul(normed, weights_.lm_head, nullptr, logits, false);
+  };
+  if (m <= kSmallBatch) {
+    backend_.run_recorded(recording_key(batch, kv), layers);  // decode and verification
+  } else {
+    layers();
+  }
   return logits;
 }
 

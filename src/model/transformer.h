@@ -61,8 +61,12 @@ class Transformer {
   std::vector<int> capture_layers_;
   int last_rows_ = 0;
   // Scratch, sized once for max_rows (no allocation per forward).
+  // Key of a small forward's recorded op sequence (see Backend::run_recorded).
+  uint64_t recording_key(const ForwardBatch& batch, const KvCache& kv) const;
+
   std::vector<int32_t> zero_slots_;  // [max_rows] host zeros for single-sequence batches
-  DeviceBuffer indices_;  // [4, max_rows] i32: tokens, positions, slots, cache_index
+  std::vector<int32_t> staged_;      // [4 * max_rows] host copy of the index arrays
+  DeviceBuffer indices_;  // [4 * max_rows] i32: tokens, positions, slots, cache_index (m each)
   DeviceBuffer x_, h_, q_, k_, v_, attn_, gate_, up_, normed_, logits_, captured_;
 };
 

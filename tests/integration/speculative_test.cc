@@ -92,15 +92,15 @@ INSTANTIATE_TEST_SUITE_P(
     });
 
 // Bytes of K and V entries [0, length) of every layer.
-std::vector<uint8_t> cache_bytes(const KvCache& kv, int length) {
+std::vector<uint8_t> cache_bytes(Loaded& m, int length) {
   std::vector<uint8_t> out;
-  for (int l = 0; l < kv.shape().n_layers; ++l) {
-    KvLayerView view = kv.layer(l);
+  for (int l = 0; l < m.kv->shape().n_layers; ++l) {
+    KvLayerView view = m.kv->layer(l);
     size_t bytes = static_cast<size_t>(length) * view.n_kv_heads * view.head_dim *
                    dtype_size(view.dtype);
     for (const void* base : {view.k, view.v}) {
-      const auto* p = static_cast<const uint8_t*>(base);
-      out.insert(out.end(), p, p + bytes);
+      out.resize(out.size() + bytes);
+      m.backend->copy_to_host(out.data() + out.size() - bytes, base, bytes);
     }
   }
   return out;
@@ -120,7 +120,7 @@ TEST(SpeculativeCaches, EqualAPlainRunAfterRejections) {
   ASSERT_EQ(result.tokens, plain_result.tokens);
   int committed = std::min(target.kv->length(0), plain_target.kv->length(0));
   EXPECT_GE(committed, static_cast<int>(request.prompt.size() + 90));
-  EXPECT_TRUE(cache_bytes(*target.kv, committed) == cache_bytes(*plain_target.kv, committed));
+  EXPECT_TRUE(cache_bytes(target, committed) == cache_bytes(plain_target, committed));
 
   // The draft cache: prefill of the prompt, then one row per token, as plain decoding does.
   std::vector<int32_t> sequence = request.prompt;
@@ -133,7 +133,7 @@ TEST(SpeculativeCaches, EqualAPlainRunAfterRejections) {
     ForwardBatch row{1, &sequence[pos], &pos};
     plain_draft.model->forward(row, *plain_draft.kv);
   }
-  EXPECT_TRUE(cache_bytes(*draft.kv, draft_len) == cache_bytes(*plain_draft.kv, draft_len));
+  EXPECT_TRUE(cache_bytes(draft, draft_len) == cache_bytes(plain_draft, draft_len));
 }
 
 TEST(SpeculativeEdges, StopTokenInsideAnAcceptedDraft) {

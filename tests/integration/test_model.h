@@ -1,4 +1,4 @@
-// A model directory loaded for tests: config, mapped weights, CPU backend, transformer and cache.
+// A model directory loaded for tests: config, mapped weights, backend (SPECD_TEST_DEVICE), transformer and cache.
 #pragma once
 
 #include <memory>
@@ -7,6 +7,7 @@
 #include "io/tensor_store.h"
 #include "kv/kv_cache.h"
 #include "model/transformer.h"
+#include "test_device.h"
 
 namespace specd::testing_support {
 
@@ -22,7 +23,7 @@ struct TestModel {
             int max_rows = 64) {
     config = load_model_config(dir);
     store = TensorStore::open_dir(dir);
-    backend = make_backend(Device{}, threads);
+    backend = make_backend(test_device(), threads);
     model = std::make_unique<Transformer>(*backend, config, store,
                                           TransformerLimits{max_rows, kSmallBatch, capacity});
     kv = std::make_unique<KvCache>(*backend, KvCacheShape{config.n_layers, config.n_kv_heads,

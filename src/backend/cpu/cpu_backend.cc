@@ -10,6 +10,7 @@
 #include "backend/cpu/kernels.h"
 #include "backend/op_checks.h"
 #include "core/error.h"
+#include "core/memory_bandwidth.h"
 
 namespace specd {
 
@@ -71,6 +72,12 @@ void CpuBackend::copy_to_host(void* dst, const void* src, size_t bytes) {
   if (bytes != 0) std::memcpy(dst, src, bytes);
 }
 
+double CpuBackend::measure_bandwidth() { return measure_read_bandwidth(pool_->size()); }
+
+void CpuBackend::copy_on_device(void* dst, const void* src, size_t bytes) {
+  if (bytes != 0) std::memmove(dst, src, bytes);
+}
+
 Tensor CpuBackend::place_weight(const Tensor& host, DeviceBuffer* /*storage*/) { return host; }
 
 void CpuBackend::embedding(const Tensor& ids, const Tensor& table, Tensor& out) {
@@ -107,7 +114,7 @@ void CpuBackend::matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Te
   a.accumulate = accumulate;
   if (a.m == 0 || a.n == 0) return;
   const int64_t work = a.m * a.n * std::max<int64_t>(a.k, 1);
-  if (a.m < kGemmMinRows || a.k == 0) {
+  if (a.m < kGemmMinRows || a.k == 0 || !cpu::have_gemm()) {
     if (is_quantized(a.w_dtype)) {
       run(
           a.n, work, [&](int64_t begin, int64_t end, int) { cpu::matmul_quant(a, begin, end); },

@@ -25,8 +25,10 @@ class CpuBackend final : public Backend {
   DeviceBuffer alloc(size_t bytes) override;
   void copy_to_device(void* dst, const void* src, size_t bytes) override;
   void copy_to_host(void* dst, const void* src, size_t bytes) override;
+  void copy_on_device(void* dst, const void* src, size_t bytes) override;
   Tensor place_weight(const Tensor& host, DeviceBuffer* storage) override;
   void synchronize() override {}
+  double measure_bandwidth() override;
 
   void embedding(const Tensor& ids, const Tensor& table, Tensor& out) override;
   void matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y,

@@ -1,12 +1,16 @@
 // Large-M matmul (prefill): weight blocks widened to f32, then single-threaded OpenBLAS sgemm.
+// Builds without OpenBLAS (SPECD_BLAS=OFF) use the small-M kernel for every M instead.
+#include "backend/cpu/kernels.h"
+
+#ifdef SPECD_WITH_BLAS
 #include <cblas.h>
 
 #include <algorithm>
 #include <mutex>
 
-#include "backend/cpu/kernels.h"
-
 namespace specd::cpu {
+
+bool have_gemm() { return true; }
 
 void gemm_init() {
   static std::once_flag once;
@@ -63,3 +67,16 @@ void matmul_gemm(const MatmulArgs& a, int64_t n_begin, int64_t n_end, float* scr
 }
 
 }  // namespace specd::cpu
+
+#else
+#include "core/error.h"
+
+namespace specd::cpu {
+bool have_gemm() { return false; }
+void gemm_init() {}
+int64_t gemm_block_rows(int64_t) { return 16; }
+void matmul_gemm(const MatmulArgs&, int64_t, int64_t, float*) {
+  fail("this build has no OpenBLAS GEMM");
+}
+}  // namespace specd::cpu
+#endif

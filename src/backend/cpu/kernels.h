@@ -31,6 +31,8 @@ void matmul_small(const MatmulArgs& args, int64_t n_begin, int64_t n_end);
 void matmul_quant(const MatmulArgs& args, int64_t n_begin, int64_t n_end);
 
 // Sets OpenBLAS to one thread (once per process): the pool parallelises over column blocks.
+// True if the build has the OpenBLAS prefill path.
+bool have_gemm();
 void gemm_init();
 
 // Weight rows per block of the large-M path for a given k (a multiple of 16, about 1 MiB of f32

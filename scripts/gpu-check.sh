@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# Builds specd with CUDA, runs the CUDA tests and the GPU benchmarks in one go, and prints a short
+# table. Meant for a machine with an NVIDIA GPU (sm_80 or newer) and nvcc.
+#
+# Usage: scripts/gpu-check.sh [phase...]   phases: build test sanitize kernels bench (default: all)
+# Env: SPECD_GPU_OUT (results folder, default build-gpu/results), SPECD_GPU_MODEL_DIR (where the
+# random-weight benchmark models are written, default /tmp/specd-gpu-models), SPECD_GPU_CMAKE_ARGS
+# (extra configure arguments, e.g. -DSPECD_BLAS=OFF where OpenBLAS is not installed).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+phases=("$@")
+[ ${#phases[@]} -eq 0 ] && phases=(build test sanitize kernels bench)
+has() { [[ " ${phases[*]} " == *" $1 "* ]]; }
+out=${SPECD_GPU_OUT:-build-gpu/results}
+models=${SPECD_GPU_MODEL_DIR:-/tmp/specd-gpu-models}
+mkdir -p "$out" "$models"
+jobs=$(nproc)
+bin=build-gpu/src/cli/specd
+
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$out/gpu.txt"
+
+if has build; then
+  # shellcheck disable=SC2086
+  cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DSPECD_CUDA=ON \
+    ${SPECD_GPU_CMAKE_ARGS:-} >"$out/configure.txt"
+  targets=(specd make_random_model specd_cuda_kernel_bench backend_cuda_ops_test golden_model_test batch_invariance_test
+    speculative_test speculative_sampling_test demo_models_test)
+  start=$(date +%s)
+  cmake --build build-gpu -j "$jobs" --target "${targets[@]}" >"$out/build.txt" 2>&1 ||
+    { tail -n 40 "$out/build.txt"; exit 1; }
+  echo "build: $(($(date +%s) - start)) s"
+fi
+
+if has test; then
+  # The CUDA op suite, then the model-level tests on the GPU (lossless speculation, golden logits,
+  # batch invariance).
+  (cd build-gpu && ctest -L cuda --output-on-failure) >"$out/test_cuda_ops.txt" 2>&1 || true
+  (cd build-gpu && SPECD_TEST_DEVICE=cuda ctest -j 4 --output-on-failure \
+    -R "GoldenModel|BatchInvariance|Lossless|Speculative|DemoModels") \
+    >"$out/test_cuda_models.txt" 2>&1 || true
+  grep -E "tests passed|FAILED|Failed|\*\*\*" "$out/test_cuda_ops.txt" "$out/test_cuda_models.txt" |
+    head -n 30
+fi
+
+if has sanitize; then
+  for tool in memcheck racecheck; do
+    compute-sanitizer --tool "$tool" --error-exitcode 9 build-gpu/tests/backend/backend_cuda_ops_test \
+      --gtest_filter='*Elementwise*:*Attention*:*Recorded*' >"$out/sanitize_$tool.txt" 2>&1 &&
+      echo "compute-sanitizer $tool: clean" || echo "compute-sanitizer $tool: FAILED (see $out)"
+    tail -n 3 "$out/sanitize_$tool.txt"
+  done
+fi
+
+if has kernels; then
+  build-gpu/bench/kernels/specd_cuda_kernel_bench | tee "$out/cuda_kernels.txt"
+fi
+
+if has bench; then
+  date=$(date -u +%Y-%m-%d)
+  [ -f "$models/llama-3.1-8b/config.json" ] ||
+    build-gpu/tools/make_random_model --preset llama-3.1-8b -o "$models/llama-3.1-8b"
+  # Decode vs roofline, verification cost, oracle speculation: 128-token prompts, 256 tokens.
+  "$bin" bench -m "$models/llama-3.1-8b" --device cuda --prompt-len 128 --gen-len 256 \
+    --num-prompts 2 --modes oracle@4,oracle@8 -o "$out/cuda_llama-3.1-8b-random_$date.json"
+  # Prefill of a 2,048-token prompt.
+  "$bin" bench -m "$models/llama-3.1-8b" --device cuda --prompt-len 2048 --gen-len 8 \
+    --num-prompts 2 --modes oracle@4 -o "$out/cuda_llama-3.1-8b-prefill2048_$date.json" |
+    grep -E "prefill"
+fi

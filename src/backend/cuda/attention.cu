@@ -1,0 +1,294 @@
+// Attention over the KV cache on CUDA: split by fixed chunks of cache entries, then combined.
+//
+// Block (kv head, row, chunk) computes, for the query heads sharing that KV head, the scores of
+// the chunk's visible entries, their max, the sum of exponentials and the unnormalised sum of
+// p·V. A second kernel combines the chunks of a (row, head) in chunk order. Chunk boundaries
+// depend only on the cache capacity, and a row's arithmetic only on its visible entries, so a
+// row gets the same bits in any batch (causal rows and the equivalent mask too).
+#include <algorithm>
+#include <string>
+
+#include "backend/cuda/device.cuh"
+
+namespace specd::cuda {
+namespace {
+
+constexpr int kThreads = 128;
+constexpr int kMaxGroup = 16;     // query heads per KV head handled by one block
+constexpr int kMaxHeadDim = 256;
+constexpr int kMaxShared = 96 * 1024;  // dynamic shared memory bytes per block
+
+__device__ __forceinline__ float to_float(__nv_bfloat16 v) { return __bfloat162float(v); }
+__device__ __forceinline__ float to_float(__half v) { return __half2float(v); }
+__device__ __forceinline__ float to_float(float v) { return v; }
+
+// Lists row m's visible entries of [begin, end) in increasing order (warp 0, by ballots).
+__device__ int visible_entries(const AttentionArgs& a, int64_t m, int64_t begin, int64_t end,
+                               int* list) {
+  __shared__ int count;
+  if (threadIdx.x < 32) {
+    const int lane = threadIdx.x;
+    const bool causal = a.mask_start == nullptr;
+    const int64_t last = causal ? a.cache_index[m] : -1;  // read once: L2 latency
+    const int64_t start = causal ? 0 : a.mask_start[m];
+    int n = 0;
+    for (int64_t j0 = begin; j0 < end; j0 += 32) {
+      const int64_t j = j0 + lane;
+      bool on = false;
+      if (j < end) {
+        if (causal) {
+          on = j <= last;
+        } else {
+          on = j < start ||
+               (j - start < a.mask_cols && a.mask[m * a.mask_stride + (j - start)] != 0);
+        }
+      }
+      const unsigned bits = __ballot_sync(0xffffffffu, on);
+      if (on) list[n + __popc(bits & ((1u << lane) - 1u))] = static_cast<int>(j);
+      n += __popc(bits);
+    }
+    if (lane == 0) count = n;
+  }
+  __syncthreads();
+  return count;
+}
+
+template <typename T>
+__device__ __forceinline__ void load8(const T* p, float (&out)[8]) {
+  if constexpr (sizeof(T) == 4) {
+    const float4 a = *reinterpret_cast<const float4*>(p);
+    const float4 b = *reinterpret_cast<const float4*>(p + 4);
+    out[0] = a.x, out[1] = a.y, out[2] = a.z, out[3] = a.w;
+    out[4] = b.x, out[5] = b.y, out[6] = b.z, out[7] = b.w;
+  } else {
+    const uint4 v = *reinterpret_cast<const uint4*>(p);
+    const T* e = reinterpret_cast<const T*>(&v);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) out[i] = to_float(e[i]);
+  }
+}
+
+constexpr int kHeadsPerPass = 4;  // query heads accumulated together in the p·V pass
+
+// head_dim must be a multiple of 8 (checked by the launcher).
+template <typename T>
+__global__ void __launch_bounds__(kThreads)
+    attention_chunk_kernel(AttentionArgs a, int64_t chunk, int64_t n_chunks, float* partials) {
+  extern __shared__ float shared[];
+  const int group = a.n_heads / a.cache.n_kv_heads;
+  const int hd = a.cache.head_dim;
+  const int n_dg = hd / 8, n_es = kThreads / n_dg;  // p·V: dim groups x entry subsets
+  float* q = shared;                                   // [group, hd]
+  float* scores = q + group * hd;                      // [group, chunk]
+  int* list = reinterpret_cast<int*>(scores + group * chunk);  // [chunk]
+  float* red = reinterpret_cast<float*>(list + chunk);          // [n_es, kHeadsPerPass, hd]
+  __shared__ float head_max[kMaxGroup], head_sum[kMaxGroup];
+  const int kv_head = blockIdx.x;
+  const int64_t m = blockIdx.y, ch = blockIdx.z;
+  wait_for_inputs();
+  allow_next_kernel();
+
+  const int64_t begin = ch * chunk, end = std::min(begin + chunk, a.cache.capacity);
+  const int n = visible_entries(a, m, begin, end, list);
+  // partials layout: [M, n_heads, n_chunks, hd + 2] (acc..., max, sum)
+  auto partial = [&](int g) {
+    return partials + ((m * a.n_heads + kv_head * group + g) * n_chunks + ch) * (hd + 2);
+  };
+  if (n == 0) {
+    for (int g = threadIdx.x; g < group; g += blockDim.x) {
+      partial(g)[hd] = -INFINITY;
+      partial(g)[hd + 1] = 0.0f;
+    }
+    return;
+  }
+  for (int i = threadIdx.x; i < group * hd; i += blockDim.x) {
+    const int g = i / hd, d = i % hd;
+    q[i] = a.q[m * a.q_stride + (kv_head * group + g) * hd + d];
+  }
+  __syncthreads();
+
+  const int64_t slot = a.slots[m];
+  const int64_t entry_stride = static_cast<int64_t>(a.cache.n_kv_heads) * hd;
+  const T* keys = static_cast<const T*>(a.cache.k) + slot * a.cache.slot_stride + kv_head * hd;
+  const T* values = static_cast<const T*>(a.cache.v) + slot * a.cache.slot_stride + kv_head * hd;
+
+  // Scores: one thread per entry, all heads of the group, dims in order.
+  for (int i = threadIdx.x; i < n; i += blockDim.x) {
+    const T* key = keys + list[i] * entry_stride;
+    float dot[kMaxGroup];
+#pragma unroll
+    for (int g = 0; g < kMaxGroup; ++g) dot[g] = 0.0f;
+    for (int d0 = 0; d0 < hd; d0 += 8) {
+      float k8[8];
+      load8(key + d0, k8);
+#pragma unroll
+      for (int g = 0; g < kMaxGroup; ++g) {
+        if (g < group) {
+#pragma unroll
+          for (int e = 0; e < 8; ++e) dot[g] = fmaf(q[g * hd + d0 + e], k8[e], dot[g]);
+        }
+      }
+    }
+#pragma unroll
+    for (int g = 0; g < kMaxGroup; ++g) {
+      if (g < group) scores[g * chunk + i] = dot[g] * a.scale;
+    }
+  }
+  __syncthreads();
+
+  // Softmax pieces per head: a warp per head, lanes over entries, butterfly max and sum.
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  for (int g = warp; g < group; g += kThreads / 32) {
+    float mx = -INFINITY;
+    for (int i = lane; i < n; i += 32) mx = fmaxf(mx, scores[g * chunk + i]);
+#pragma unroll
+    for (int offset = 16; offset > 0; offset /= 2) {
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, offset));
+    }
+    float sum = 0.0f;
+    for (int i = lane; i < n; i += 32) {
+      const float p = __expf(scores[g * chunk + i] - mx);
+      scores[g * chunk + i] = p;
+      sum += p;
+    }
+#pragma unroll
+    for (int offset = 16; offset > 0; offset /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
+    if (lane == 0) {
+      head_max[g] = mx;
+      head_sum[g] = sum;
+    }
+  }
+  __syncthreads();
+
+  // p·V: thread = (entry subset es, dim group dg); subsets are added in order afterwards.
+  const int dg = threadIdx.x % n_dg, es = threadIdx.x / n_dg;
+  for (int g0 = 0; g0 < group; g0 += kHeadsPerPass) {
+    if (es < n_es) {
+      float acc[kHeadsPerPass][8];
+#pragma unroll
+      for (int h = 0; h < kHeadsPerPass; ++h) {
+#pragma unroll
+        for (int e = 0; e < 8; ++e) acc[h][e] = 0.0f;
+      }
+#pragma unroll 4
+      for (int i = es; i < n; i += n_es) {
+        float v8[8];
+        load8(values + list[i] * entry_stride + dg * 8, v8);
+#pragma unroll
+        for (int h = 0; h < kHeadsPerPass; ++h) {
+          const float p = g0 + h < group ? scores[(g0 + h) * chunk + i] : 0.0f;
+#pragma unroll
+          for (int e = 0; e < 8; ++e) acc[h][e] = fmaf(p, v8[e], acc[h][e]);
+        }
+      }
+#pragma unroll
+      for (int h = 0; h < kHeadsPerPass; ++h) {
+#pragma unroll
+        for (int e = 0; e < 8; ++e) red[(es * kHeadsPerPass + h) * hd + dg * 8 + e] = acc[h][e];
+      }
+    }
+    __syncthreads();
+    for (int t = threadIdx.x; t < kHeadsPerPass * hd; t += blockDim.x) {
+      const int h = t / hd, d = t % hd;
+      if (g0 + h >= group) continue;
+      float sum = 0.0f;
+      for (int e = 0; e < n_es; ++e) sum += red[(e * kHeadsPerPass + h) * hd + d];
+      partial(g0 + h)[d] = sum;
+    }
+    __syncthreads();
+  }
+  for (int g = threadIdx.x; g < group; g += blockDim.x) {
+    partial(g)[hd] = head_max[g];
+    partial(g)[hd + 1] = head_sum[g];
+  }
+}
+
+// out[m, head] = sum over chunks of exp(max_c - max) acc_c / sum over chunks of exp(max_c - max) sum_c.
+__global__ void attention_combine_kernel(AttentionArgs a, int64_t n_chunks, const float* partials) {
+  const int hd = a.cache.head_dim;
+  const int64_t m = blockIdx.x;
+  const int head = blockIdx.y;
+  wait_for_inputs();
+  allow_next_kernel();
+  const float* base = partials + (m * a.n_heads + head) * n_chunks * (hd + 2);
+  float mx = -INFINITY;
+  for (int64_t c = 0; c < n_chunks; ++c) mx = fmaxf(mx, base[c * (hd + 2) + hd]);
+  for (int d = threadIdx.x; d < hd; d += blockDim.x) {
+    float num = 0.0f, den = 0.0f;
+    for (int64_t c = 0; c < n_chunks; ++c) {
+      const float* p = base + c * (hd + 2);
+      if (p[hd + 1] == 0.0f) continue;
+      const float w = __expf(p[hd] - mx);
+      num = fmaf(w, p[d], num);
+      den = fmaf(w, p[hd + 1], den);
+    }
+    a.out[m * a.out_stride + static_cast<int64_t>(head) * hd + d] = num / den;
+  }
+}
+
+template <typename T>
+void launch_chunks(const AttentionArgs& a, dim3 grid, size_t shared, int64_t chunk,
+                   int64_t n_chunks, float* partials, cudaStream_t stream) {
+  static const bool configured = [] {
+    check(cudaFuncSetAttribute(attention_chunk_kernel<T>,
+                               cudaFuncAttributeMaxDynamicSharedMemorySize, kMaxShared),
+          "cudaFuncSetAttribute(attention)");
+    return true;
+  }();
+  (void)configured;
+  Launch launch(grid, dim3(kThreads), shared, stream);
+  check(cudaLaunchKernelEx(&launch.config, attention_chunk_kernel<T>, a, chunk, n_chunks, partials),
+        "attention_chunk_kernel");
+}
+
+}  // namespace
+
+int64_t attention_chunk(int64_t capacity) {
+  // At most 32 chunks, at least 64 entries each, a multiple of 64.
+  const int64_t per = (capacity + 31) / 32;
+  return std::max<int64_t>(64, (per + 63) / 64 * 64);
+}
+
+size_t attention_partial_floats(const AttentionArgs& a) {
+  const int64_t chunk = attention_chunk(a.cache.capacity);
+  const int64_t n_chunks = (a.cache.capacity + chunk - 1) / chunk;
+  return static_cast<size_t>(a.m * a.n_heads * n_chunks * (a.cache.head_dim + 2));
+}
+
+void attention(const AttentionArgs& a, float* partials, cudaStream_t stream) {
+  const int group = a.n_heads / a.cache.n_kv_heads;
+  if (group > kMaxGroup || a.cache.head_dim > kMaxHeadDim || a.cache.head_dim % 8 != 0) {
+    fail_message("cuda attention: " + std::to_string(group) + " query heads per KV head (max " +
+                 std::to_string(kMaxGroup) + ") or head dim " + std::to_string(a.cache.head_dim) +
+                 " (a multiple of 8 up to " + std::to_string(kMaxHeadDim) + ")");
+  }
+  const int64_t chunk = attention_chunk(a.cache.capacity);
+  const int64_t n_chunks = (a.cache.capacity + chunk - 1) / chunk;
+  const int n_es = kThreads / (a.cache.head_dim / 8);
+  const size_t shared = (static_cast<size_t>(group) * a.cache.head_dim + group * chunk) * 4 +
+                        static_cast<size_t>(chunk) * 4 +
+                        static_cast<size_t>(n_es) * kHeadsPerPass * a.cache.head_dim * 4;
+  if (shared > static_cast<size_t>(kMaxShared)) {
+    fail_message("cuda attention: a chunk of " + std::to_string(chunk) + " cache entries needs " +
+                 std::to_string(shared) + " bytes of shared memory (max " +
+                 std::to_string(kMaxShared) + ")");
+  }
+  const dim3 grid(a.cache.n_kv_heads, static_cast<unsigned>(a.m), static_cast<unsigned>(n_chunks));
+  switch (a.cache.dtype) {
+    case DType::kBF16:
+      launch_chunks<__nv_bfloat16>(a, grid, shared, chunk, n_chunks, partials, stream);
+      break;
+    case DType::kF16:
+      launch_chunks<__half>(a, grid, shared, chunk, n_chunks, partials, stream);
+      break;
+    default:
+      launch_chunks<float>(a, grid, shared, chunk, n_chunks, partials, stream);
+  }
+  Launch combine(dim3(static_cast<unsigned>(a.m), a.n_heads), dim3(std::min(a.cache.head_dim, 256)),
+                 0, stream);
+  check(cudaLaunchKernelEx(&combine.config, attention_combine_kernel, a, n_chunks,
+                           static_cast<const float*>(partials)),
+        "attention_combine");
+}
+
+}  // namespace specd::cuda

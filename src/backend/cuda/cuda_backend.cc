@@ -1,0 +1,324 @@
+// CudaBackend: device memory and copies, argument checks, scratch, graph recording, dispatch.
+#include "backend/cuda/cuda_backend.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "backend/cuda/kernels.h"
+#include "backend/op_checks.h"
+#include "core/error.h"
+
+namespace specd {
+
+namespace {
+
+using cuda::check;
+
+enum ScratchKind { kPartials = 0, kTickets = 1, kBf16X = 2, kAttention = 3 };
+
+void check_device(const char* op, int index, std::initializer_list<const Tensor*> tensors) {
+  for (const Tensor* t : tensors) {
+    SPECD_CHECK(t->device.kind == DeviceKind::kCuda && t->device.index == index,
+                "{}: tensor on {} passed to the cuda:{} backend", op, device_name(t->device),
+                index);
+  }
+}
+
+cuda::CacheArgs cache_args(const KvLayerView& cache) {
+  cuda::CacheArgs c;
+  c.k = cache.k;
+  c.v = cache.v;
+  c.dtype = cache.dtype;
+  c.capacity = cache.capacity;
+  c.n_slots = cache.n_slots;
+  c.slot_stride = cache.slot_stride;
+  c.n_kv_heads = cache.n_kv_heads;
+  c.head_dim = cache.head_dim;
+  return c;
+}
+
+}  // namespace
+
+void cuda::check(cudaError_t status, const char* what) {
+  if (status != cudaSuccess) fail("cuda: {} failed: {}", what, cudaGetErrorString(status));
+}
+
+void cuda::fail_message(const std::string& message) { fail("{}", message); }
+
+int cuda_device_count() {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) {
+    cudaGetLastError();  // clear the sticky "no device" error
+    return 0;
+  }
+  return count;
+}
+
+CudaBackend::CudaBackend(int device_index) : index_(device_index) {
+  const int count = cuda_device_count();
+  SPECD_CHECK(count > 0, "cuda: no CUDA device is available (driver missing or no GPU)");
+  SPECD_CHECK(device_index >= 0 && device_index < count,
+              "cuda: device cuda:{} does not exist ({} device{} found)", device_index, count,
+              count == 1 ? "" : "s");
+  check(cudaSetDevice(index_), "cudaSetDevice");
+  check(cudaDeviceGetAttribute(&multiprocessors_, cudaDevAttrMultiProcessorCount, index_),
+        "cudaDeviceGetAttribute");
+  cudaStream_t stream = nullptr;
+  check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
+  stream_ = stream;
+  const char* graphs = std::getenv("SPECD_CUDA_GRAPHS");
+  graphs_ = graphs == nullptr || std::strcmp(graphs, "0") != 0;
+}
+
+CudaBackend::~CudaBackend() {
+  cudaSetDevice(index_);
+  cudaStreamSynchronize(stream_);
+  for (auto& [key, r] : recorded_) {
+    if (r.graph != nullptr) cudaGraphExecDestroy(r.graph);
+  }
+  for (Scratch& s : scratch_) {
+    if (s.data != nullptr) cudaFree(s.data);
+  }
+  cudaStreamDestroy(stream_);
+}
+
+std::string CudaBackend::describe() const {
+  cudaDeviceProp prop{};
+  check(cudaGetDeviceProperties(&prop, index_), "cudaGetDeviceProperties");
+  return fmt::format("cuda:{} ({}, sm_{}{}, {} GiB{})", index_, prop.name, prop.major, prop.minor,
+                     prop.totalGlobalMem >> 30, graphs_ ? "" : ", graphs off");
+}
+
+DeviceBuffer CudaBackend::alloc(size_t bytes) {
+  check(cudaSetDevice(index_), "cudaSetDevice");
+  void* data = nullptr;
+  const cudaError_t status = cudaMalloc(&data, std::max<size_t>(bytes, 256));
+  if (status != cudaSuccess) {
+    cudaGetLastError();
+    size_t free_bytes = 0, total = 0;
+    cudaMemGetInfo(&free_bytes, &total);
+    fail("cuda:{}: out of device memory allocating {} MiB ({} MiB free of {} MiB)", index_,
+         bytes >> 20, free_bytes >> 20, total >> 20);
+  }
+  return DeviceBuffer(data, bytes, device(), [](void* p) { cudaFree(p); });
+}
+
+void CudaBackend::copy_to_device(void* dst, const void* src, size_t bytes) {
+  if (bytes == 0) return;
+  check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream_), "cudaMemcpyAsync (upload)");
+}
+
+void CudaBackend::copy_to_host(void* dst, const void* src, size_t bytes) {
+  if (bytes == 0) return;
+  check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream_), "cudaMemcpyAsync (download)");
+  check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+}
+
+void CudaBackend::copy_on_device(void* dst, const void* src, size_t bytes) {
+  if (bytes == 0) return;
+  check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_),
+        "cudaMemcpyAsync (device)");
+}
+
+Tensor CudaBackend::place_weight(const Tensor& host, DeviceBuffer* storage) {
+  SPECD_CHECK(host.contiguous(), "cuda: weights must be contiguous to upload");
+  *storage = alloc(host.bytes());
+  check(cudaMemcpy(storage->data(), host.data, host.bytes(), cudaMemcpyHostToDevice),
+        "cudaMemcpy (weights)");
+  Tensor out = host;
+  out.data = storage->data();
+  out.device = device();
+  return out;
+}
+
+void CudaBackend::synchronize() { check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize"); }
+
+double CudaBackend::measure_bandwidth() {
+  constexpr size_t kBytes = size_t{2} << 30;
+  DeviceBuffer a = alloc(kBytes), b = alloc(kBytes);
+  check(cudaMemsetAsync(a.data(), 1, kBytes, stream_), "cudaMemsetAsync");
+  cudaEvent_t start, stop;
+  check(cudaEventCreate(&start), "cudaEventCreate");
+  check(cudaEventCreate(&stop), "cudaEventCreate");
+  std::vector<float> ms;
+  for (int i = 0; i < 12; ++i) {
+    check(cudaEventRecord(start, stream_), "cudaEventRecord");
+    copy_on_device(b.data(), a.data(), kBytes);
+    check(cudaEventRecord(stop, stream_), "cudaEventRecord");
+    check(cudaEventSynchronize(stop), "cudaEventSynchronize");
+    float t = 0;
+    check(cudaEventElapsedTime(&t, start, stop), "cudaEventElapsedTime");
+    if (i >= 2) ms.push_back(t);  // two warm-up copies
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  std::sort(ms.begin(), ms.end());
+  return 2.0 * kBytes / (ms[ms.size() / 2] * 1e-3);
+}
+
+void* CudaBackend::scratch(int which, size_t bytes) {
+  Scratch& s = scratch_[which];
+  if (s.bytes >= bytes) return s.data;
+  SPECD_CHECK(!capturing_, "cuda: scratch growth while recording a graph");
+  check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+  if (s.data != nullptr) cudaFree(s.data);
+  const size_t size = std::max<size_t>(bytes, 1 << 16);
+  check(cudaMalloc(&s.data, size), "cudaMalloc (scratch)");
+  if (which == kTickets) check(cudaMemset(s.data, 0, size), "cudaMemset (tickets)");
+  s.bytes = size;
+  for (auto& [key, r] : recorded_) {  // graphs captured the old address
+    if (r.graph != nullptr) cudaGraphExecDestroy(r.graph);
+  }
+  recorded_.clear();
+  return s.data;
+}
+
+void CudaBackend::run_recorded(uint64_t key, const std::function<void()>& ops) {
+  if (!graphs_ || capturing_) {
+    ops();
+    return;
+  }
+  Recorded& r = recorded_[key];
+  if (r.graph != nullptr) {
+    check(cudaGraphLaunch(r.graph, stream_), "cudaGraphLaunch");
+    return;
+  }
+  if (++r.seen < 2) {  // the first run is eager: scratch reaches its size before recording
+    ops();
+    return;
+  }
+  capturing_ = true;
+  check(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeRelaxed), "cudaStreamBeginCapture");
+  cudaGraph_t graph = nullptr;
+  try {
+    ops();
+  } catch (...) {
+    cudaStreamEndCapture(stream_, &graph);
+    if (graph != nullptr) cudaGraphDestroy(graph);
+    capturing_ = false;
+    throw;
+  }
+  capturing_ = false;
+  check(cudaStreamEndCapture(stream_, &graph), "cudaStreamEndCapture");
+  cudaGraphExec_t exec = nullptr;
+  const cudaError_t status = cudaGraphInstantiate(&exec, graph, 0);
+  cudaGraphDestroy(graph);
+  check(status, "cudaGraphInstantiate");
+  recorded_[key].graph = exec;
+  check(cudaGraphLaunch(exec, stream_), "cudaGraphLaunch");
+}
+
+void CudaBackend::embedding(const Tensor& ids, const Tensor& table, Tensor& out) {
+  check_device("embedding", index_, {&ids, &table, &out});
+  op_checks::embedding(ids, table, out, /*read_indices=*/false);
+  if (ids.cols == 0) return;
+  cuda::embedding(ids.ptr<const int32_t>(), ids.cols, table.data, table.dtype, table.stride,
+                  table.rows, table.cols, out.ptr<float>(), out.stride, stream_);
+}
+
+void CudaBackend::matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y,
+                         bool accumulate) {
+  check_device("matmul", index_, {&x, &w, &y});
+  if (bias != nullptr) check_device("matmul", index_, {bias});
+  op_checks::matmul(x, w, bias, y);
+  cuda::MatmulArgs a;
+  a.x = x.ptr<const float>();
+  a.x_stride = x.stride;
+  a.w = w.data;
+  a.w_dtype = w.dtype;
+  a.w_stride = w.stride;
+  a.bias = bias != nullptr ? bias->data : nullptr;
+  a.bias_dtype = bias != nullptr ? bias->dtype : DType::kF32;
+  a.y = y.ptr<float>();
+  a.y_stride = y.stride;
+  a.m = x.rows;
+  a.n = w.rows;
+  a.k = w.cols;
+  a.accumulate = accumulate;
+  if (a.m == 0 || a.n == 0) return;
+  cuda::MatmulScratch s;
+  if (a.m > kSmallBatch && cuda::gemm_supported(a)) {
+    s.x_bf16_elems = static_cast<size_t>(a.m * a.k);
+    s.x_bf16 = scratch(kBf16X, s.x_bf16_elems * 2);
+    cuda::matmul_gemm(a, s, stream_);
+    return;
+  }
+  const cuda::SmallMatmulPlan plan = cuda::plan_small_matmul(a, multiprocessors_);
+  s.partial_floats = cuda::small_matmul_partial_floats(plan);
+  if (s.partial_floats > 0) {
+    s.partials = static_cast<float*>(scratch(kPartials, s.partial_floats * 4));
+    s.ticket_count = static_cast<size_t>(plan.tiles);
+    s.tickets = static_cast<unsigned*>(scratch(kTickets, s.ticket_count * 4));
+  }
+  for (int64_t m0 = 0; m0 < a.m; m0 += kSmallBatch) {  // the generic path for large M
+    cuda::MatmulArgs part = a;
+    part.x = a.x + m0 * a.x_stride;
+    part.y = a.y + m0 * a.y_stride;
+    part.m = std::min<int64_t>(kSmallBatch, a.m - m0);
+    cuda::matmul_small(part, plan, s, stream_);
+  }
+}
+
+void CudaBackend::rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& y) {
+  check_device("rms_norm", index_, {&x, &weight, &y});
+  op_checks::rms_norm(x, weight, y);
+  if (x.rows == 0) return;
+  cuda::rms_norm(x.ptr<const float>(), x.stride, weight.data, weight.dtype, eps, y.ptr<float>(),
+                 y.stride, x.rows, x.cols, stream_);
+}
+
+void CudaBackend::rope(Tensor& x, int n_heads, const Tensor& positions, const RopeTable& table) {
+  check_device("rope", index_, {&x, &positions, &table.cos, &table.sin});
+  op_checks::rope(x, n_heads, positions, table, /*read_indices=*/false);
+  if (x.rows == 0) return;
+  cuda::rope(x.ptr<float>(), x.stride, x.rows, n_heads, static_cast<int>(table.cos.cols),
+             positions.ptr<const int32_t>(), table.cos.ptr<const float>(),
+             table.sin.ptr<const float>(), table.cos.stride, table.cos.rows, stream_);
+}
+
+void CudaBackend::silu_mul(const Tensor& gate, const Tensor& up, Tensor& out) {
+  check_device("silu_mul", index_, {&gate, &up, &out});
+  op_checks::silu_mul(gate, up, out);
+  if (gate.numel() == 0) return;
+  cuda::silu_mul(gate.ptr<const float>(), gate.stride, up.ptr<const float>(), up.stride,
+                 out.ptr<float>(), out.stride, gate.rows, gate.cols, stream_);
+}
+
+void CudaBackend::store_kv(const Tensor& k, const Tensor& v, const KvLayerView& cache,
+                           const AttentionRows& rows) {
+  check_device("store_kv", index_, {&k, &v, &rows.slots, &rows.cache_index});
+  op_checks::store_kv(k, v, cache, rows, /*read_indices=*/false);
+  if (k.rows == 0) return;
+  cuda::store_kv(k.ptr<const float>(), k.stride, v.ptr<const float>(), v.stride, k.rows,
+                 cache_args(cache), rows.slots.ptr<const int32_t>(),
+                 rows.cache_index.ptr<const int32_t>(), stream_);
+}
+
+void CudaBackend::attention(const Tensor& q, int n_heads, const KvLayerView& cache,
+                            const AttentionRows& rows, float scale, Tensor& out) {
+  check_device("attention", index_, {&q, &out, &rows.slots});
+  op_checks::attention(q, n_heads, cache, rows, out, /*read_indices=*/false);
+  if (q.rows == 0) return;
+  const bool masked = rows.mask_start.data != nullptr;
+  cuda::AttentionArgs a;
+  a.q = q.ptr<const float>();
+  a.q_stride = q.stride;
+  a.out = out.ptr<float>();
+  a.out_stride = out.stride;
+  a.cache = cache_args(cache);
+  a.n_heads = n_heads;
+  a.m = q.rows;
+  a.scale = scale;
+  a.slots = rows.slots.ptr<const int32_t>();
+  a.cache_index = masked ? nullptr : rows.cache_index.ptr<const int32_t>();
+  a.mask_start = masked ? rows.mask_start.ptr<const int32_t>() : nullptr;
+  a.mask = masked && rows.mask.cols > 0 ? rows.mask.ptr<const int32_t>() : nullptr;
+  a.mask_cols = masked ? rows.mask.cols : 0;
+  a.mask_stride = masked ? rows.mask.stride : 0;
+  auto* partials = static_cast<float*>(scratch(kAttention, cuda::attention_partial_floats(a) * 4));
+  cuda::attention(a, partials, stream_);
+}
+
+}  // namespace specd

@@ -1,0 +1,73 @@
+// The CUDA backend: device memory, one stream, tensor-core kernels and recorded (graph) forwards.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <unordered_map>
+
+#include "backend/backend.h"
+
+struct CUstream_st;
+struct CUgraphExec_st;
+
+namespace specd {
+
+// Number of usable CUDA devices (0 without a driver or GPU).
+int cuda_device_count();
+
+class CudaBackend final : public Backend {
+ public:
+  explicit CudaBackend(int device_index);
+  ~CudaBackend() override;
+  CudaBackend(const CudaBackend&) = delete;
+  CudaBackend& operator=(const CudaBackend&) = delete;
+
+  Device device() const override { return Device{DeviceKind::kCuda, index_}; }
+  std::string describe() const override;  // "cuda:0 (NVIDIA H100 80GB HBM3, sm_90, 79 GiB)"
+
+  DeviceBuffer alloc(size_t bytes) override;
+  void copy_to_device(void* dst, const void* src, size_t bytes) override;
+  void copy_to_host(void* dst, const void* src, size_t bytes) override;
+  void copy_on_device(void* dst, const void* src, size_t bytes) override;
+  Tensor place_weight(const Tensor& host, DeviceBuffer* storage) override;
+  void synchronize() override;
+  double measure_bandwidth() override;  // median of 2 GiB device-to-device copies
+  void run_recorded(uint64_t key, const std::function<void()>& ops) override;
+
+  void embedding(const Tensor& ids, const Tensor& table, Tensor& out) override;
+  void matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y,
+              bool accumulate) override;
+  void rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& y) override;
+  void rope(Tensor& x, int n_heads, const Tensor& positions, const RopeTable& table) override;
+  void silu_mul(const Tensor& gate, const Tensor& up, Tensor& out) override;
+  void store_kv(const Tensor& k, const Tensor& v, const KvLayerView& cache,
+                const AttentionRows& rows) override;
+  void attention(const Tensor& q, int n_heads, const KvLayerView& cache, const AttentionRows& rows,
+                 float scale, Tensor& out) override;
+
+  // Set SPECD_CUDA_GRAPHS=0 to run recorded forwards eagerly (for debugging and timing).
+  bool graphs_enabled() const { return graphs_; }
+
+ private:
+  // Device scratch that grows (never shrinks); growth drops recorded graphs that used it.
+  void* scratch(int which, size_t bytes);
+
+  int index_ = 0;
+  int multiprocessors_ = 0;
+  CUstream_st* stream_ = nullptr;
+  bool graphs_ = true;
+  bool capturing_ = false;
+  struct Scratch {
+    void* data = nullptr;
+    size_t bytes = 0;
+  };
+  Scratch scratch_[4];              // split-K partials, split-K tickets, bf16 x, attention partials
+  struct Recorded {
+    int seen = 0;
+    CUgraphExec_st* graph = nullptr;
+  };
+  std::unordered_map<uint64_t, Recorded> recorded_;
+};
+
+}  // namespace specd

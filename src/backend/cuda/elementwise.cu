@@ -1,0 +1,157 @@
+// Embedding, RMSNorm, RoPE, SwiGLU and the KV-cache store on CUDA (one row per block or one
+// element per thread; every row is computed independently of the others).
+#include <algorithm>
+
+#include "backend/cuda/device.cuh"
+
+namespace specd::cuda {
+namespace {
+
+unsigned blocks_for(int64_t elements, int threads) {
+  return static_cast<unsigned>(std::clamp<int64_t>((elements + threads - 1) / threads, 1, 65535));
+}
+
+__global__ void embedding_kernel(const int32_t* ids, const void* table, DType dtype,
+                                 int64_t table_stride, int64_t vocab, int64_t dim, float* out,
+                                 int64_t out_stride) {
+  wait_for_inputs();
+  allow_next_kernel();
+  const int64_t m = blockIdx.x;
+  const int64_t id = ids[m];
+  if (id < 0 || id >= vocab) return;  // checked on the host; never read outside the table
+  for (int64_t d = threadIdx.x; d < dim; d += blockDim.x) {
+    out[m * out_stride + d] = load_f32(table, dtype, id * table_stride + d);
+  }
+}
+
+// Sum over the block in a fixed order: per-thread strided sums, a warp shuffle tree, then the
+// warps' sums in warp order.
+__device__ float block_sum(float v) {
+  __shared__ float warp_sums[32];
+  __shared__ float total;
+#pragma unroll
+  for (int offset = 16; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (lane == 0) warp_sums[warp] = v;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    float s = 0.0f;
+    for (int i = 0; i < static_cast<int>(blockDim.x / 32); ++i) s += warp_sums[i];
+    total = s;
+  }
+  __syncthreads();
+  return total;
+}
+
+__global__ void rms_norm_kernel(const float* x, int64_t x_stride, const void* weight,
+                                DType weight_dtype, float eps, float* y, int64_t y_stride,
+                                int64_t cols) {
+  wait_for_inputs();
+  allow_next_kernel();
+  const float* row = x + blockIdx.x * x_stride;
+  float* out = y + blockIdx.x * y_stride;
+  float sum_sq = 0.0f;
+  for (int64_t d = threadIdx.x; d < cols; d += blockDim.x) sum_sq = fmaf(row[d], row[d], sum_sq);
+  const float inv = rsqrtf(block_sum(sum_sq) / static_cast<float>(cols) + eps);
+  for (int64_t d = threadIdx.x; d < cols; d += blockDim.x) {
+    out[d] = row[d] * inv * load_f32(weight, weight_dtype, d);
+  }
+}
+
+__global__ void rope_kernel(float* x, int64_t stride, int64_t rows, int n_heads, int half,
+                            const int32_t* positions, const float* cos, const float* sin,
+                            int64_t table_stride, int64_t table_rows) {
+  wait_for_inputs();
+  allow_next_kernel();
+  const int64_t per_row = static_cast<int64_t>(n_heads) * half;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < rows * per_row;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t m = i / per_row, h = (i % per_row) / half, j = i % half;
+    const int64_t pos = positions[m];
+    if (pos < 0 || pos >= table_rows) continue;  // checked on the host
+    float* head = x + m * stride + h * 2 * half;
+    const float c = cos[pos * table_stride + j], s = sin[pos * table_stride + j];
+    const float x1 = head[j], x2 = head[j + half];
+    head[j] = x1 * c - x2 * s;
+    head[j + half] = x2 * c + x1 * s;
+  }
+}
+
+__global__ void silu_mul_kernel(const float* gate, int64_t gate_stride, const float* up,
+                                int64_t up_stride, float* out, int64_t out_stride, int64_t rows,
+                                int64_t cols) {
+  wait_for_inputs();
+  allow_next_kernel();
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < rows * cols;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t r = i / cols, c = i % cols;
+    const float g = gate[r * gate_stride + c];
+    out[r * out_stride + c] = g / (1.0f + __expf(-g)) * up[r * up_stride + c];
+  }
+}
+
+__global__ void store_kv_kernel(const float* k, int64_t k_stride, const float* v,
+                                int64_t v_stride, int64_t m, CacheArgs cache,
+                                const int32_t* slots, const int32_t* cache_index) {
+  wait_for_inputs();
+  allow_next_kernel();
+  const int64_t width = static_cast<int64_t>(cache.n_kv_heads) * cache.head_dim;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < m * width;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t r = i / width, c = i % width;
+    const int64_t slot = slots[r], index = cache_index[r];
+    if (slot < 0 || slot >= cache.n_slots || index < 0 || index >= cache.capacity) continue;
+    const int64_t offset = slot * cache.slot_stride + index * width + c;
+    store_f32(cache.k, cache.dtype, offset, k[r * k_stride + c]);
+    store_f32(cache.v, cache.dtype, offset, v[r * v_stride + c]);
+  }
+}
+
+}  // namespace
+
+void embedding(const int32_t* ids, int64_t m, const void* table, DType table_dtype,
+               int64_t table_stride, int64_t vocab, int64_t dim, float* out, int64_t out_stride,
+               cudaStream_t stream) {
+  Launch launch(dim3(static_cast<unsigned>(m)), dim3(256), 0, stream);
+  check(cudaLaunchKernelEx(&launch.config, embedding_kernel, ids, table, table_dtype, table_stride,
+                           vocab, dim, out, out_stride),
+        "embedding_kernel");
+}
+
+void rms_norm(const float* x, int64_t x_stride, const void* weight, DType weight_dtype, float eps,
+              float* y, int64_t y_stride, int64_t rows, int64_t cols, cudaStream_t stream) {
+  const int threads = static_cast<int>(std::clamp<int64_t>((cols + 31) / 32 * 32, 32, 1024));
+  Launch launch(dim3(static_cast<unsigned>(rows)), dim3(threads), 0, stream);
+  check(cudaLaunchKernelEx(&launch.config, rms_norm_kernel, x, x_stride, weight, weight_dtype, eps,
+                           y, y_stride, cols),
+        "rms_norm_kernel");
+}
+
+void rope(float* x, int64_t stride, int64_t rows, int n_heads, int half, const int32_t* positions,
+          const float* cos, const float* sin, int64_t table_stride, int64_t table_rows,
+          cudaStream_t stream) {
+  Launch launch(dim3(blocks_for(rows * n_heads * half, 256)), dim3(256), 0, stream);
+  check(cudaLaunchKernelEx(&launch.config, rope_kernel, x, stride, rows, n_heads, half, positions,
+                           cos, sin, table_stride, table_rows),
+        "rope_kernel");
+}
+
+void silu_mul(const float* gate, int64_t gate_stride, const float* up, int64_t up_stride,
+              float* out, int64_t out_stride, int64_t rows, int64_t cols, cudaStream_t stream) {
+  Launch launch(dim3(blocks_for(rows * cols, 256)), dim3(256), 0, stream);
+  check(cudaLaunchKernelEx(&launch.config, silu_mul_kernel, gate, gate_stride, up, up_stride, out,
+                           out_stride, rows, cols),
+        "silu_mul_kernel");
+}
+
+void store_kv(const float* k, int64_t k_stride, const float* v, int64_t v_stride, int64_t m,
+              const CacheArgs& cache, const int32_t* slots, const int32_t* cache_index,
+              cudaStream_t stream) {
+  const int64_t width = static_cast<int64_t>(cache.n_kv_heads) * cache.head_dim;
+  Launch launch(dim3(blocks_for(m * width, 256)), dim3(256), 0, stream);
+  check(cudaLaunchKernelEx(&launch.config, store_kv_kernel, k, k_stride, v, v_stride, m, cache,
+                           slots, cache_index),
+        "store_kv_kernel");
+}
+
+}  // namespace specd::cuda

@@ -1,0 +1,103 @@
+// Host-side interface of the CUDA kernels: argument structs and launchers (all asynchronous on
+// the given stream). Compiles with the host compiler; the kernels live in the .cu files.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <string>
+
+#include "core/dtype.h"
+
+namespace specd::cuda {
+
+// Throws specd::Error with the CUDA error string when `status` is not cudaSuccess.
+void check(cudaError_t status, const char* what);
+// Throws specd::Error with `message` (for the .cu files, which do not use fmt).
+[[noreturn]] void fail_message(const std::string& message);
+
+// ---- launchers (all asynchronous on `stream`) ----
+
+struct MatmulArgs {
+  const float* x = nullptr;  // [M, K] f32
+  int64_t x_stride = 0;
+  const void* w = nullptr;  // [N, K] f32/f16/bf16
+  DType w_dtype = DType::kBF16;
+  int64_t w_stride = 0;
+  const void* bias = nullptr;  // [N] or nullptr
+  DType bias_dtype = DType::kF32;
+  float* y = nullptr;  // [M, N] f32
+  int64_t y_stride = 0;
+  int64_t m = 0, n = 0, k = 0;
+  bool accumulate = false;
+};
+
+// Scratch the matmul launchers need, owned by the backend (grown, never shrunk).
+struct MatmulScratch {
+  float* partials = nullptr;          // split-K partial sums
+  size_t partial_floats = 0;
+  unsigned* tickets = nullptr;        // one counter per output tile, zero between launches
+  size_t ticket_count = 0;
+  void* x_bf16 = nullptr;             // GEMM operand copy of x (bf16)
+  size_t x_bf16_elems = 0;
+};
+
+// How the small-M kernel splits a [N, K] product; depends on N, K and the GPU only.
+struct SmallMatmulPlan {
+  bool tensor_cores = false;  // bf16 weights with K % 8 == 0 and 16-byte aligned rows
+  int64_t tiles = 0;          // output tiles of 16 columns
+  int block_splits = 1;       // blocks sharing one tile (K ranges), reduced in a fixed order
+  int64_t grid_x = 0;         // blocks per split; each loops over tiles grid_x apart
+};
+SmallMatmulPlan plan_small_matmul(const MatmulArgs& a, int multiprocessors);
+size_t small_matmul_partial_floats(const SmallMatmulPlan& plan);
+// y = x · wᵀ for M <= 16; batch-invariant (each row's bits are independent of the others).
+void matmul_small(const MatmulArgs& a, const SmallMatmulPlan& plan, const MatmulScratch& scratch,
+                  cudaStream_t stream);
+// y = x · wᵀ for any M with bf16 tensor cores on a bf16 copy of x (prefill).
+void matmul_gemm(const MatmulArgs& a, const MatmulScratch& scratch, cudaStream_t stream);
+bool gemm_supported(const MatmulArgs& a);
+
+void embedding(const int32_t* ids, int64_t m, const void* table, DType table_dtype,
+               int64_t table_stride, int64_t vocab, int64_t dim, float* out, int64_t out_stride,
+               cudaStream_t stream);
+void rms_norm(const float* x, int64_t x_stride, const void* weight, DType weight_dtype, float eps,
+              float* y, int64_t y_stride, int64_t rows, int64_t cols, cudaStream_t stream);
+void rope(float* x, int64_t stride, int64_t rows, int n_heads, int half, const int32_t* positions,
+          const float* cos, const float* sin, int64_t table_stride, int64_t table_rows,
+          cudaStream_t stream);
+void silu_mul(const float* gate, int64_t gate_stride, const float* up, int64_t up_stride,
+              float* out, int64_t out_stride, int64_t rows, int64_t cols, cudaStream_t stream);
+
+struct CacheArgs {
+  void* k = nullptr;
+  void* v = nullptr;
+  DType dtype = DType::kBF16;
+  int64_t capacity = 0, n_slots = 0, slot_stride = 0;
+  int n_kv_heads = 0, head_dim = 0;
+};
+void store_kv(const float* k, int64_t k_stride, const float* v, int64_t v_stride, int64_t m,
+              const CacheArgs& cache, const int32_t* slots, const int32_t* cache_index,
+              cudaStream_t stream);
+
+struct AttentionArgs {
+  const float* q = nullptr;  // [M, n_heads * head_dim]
+  int64_t q_stride = 0;
+  float* out = nullptr;
+  int64_t out_stride = 0;
+  CacheArgs cache;
+  int n_heads = 0;
+  int64_t m = 0;
+  float scale = 1.0f;
+  const int32_t* slots = nullptr;
+  const int32_t* cache_index = nullptr;  // causal rows, or nullptr when masked
+  const int32_t* mask_start = nullptr;   // masked rows
+  const int32_t* mask = nullptr;         // [M, mask_cols]
+  int64_t mask_cols = 0, mask_stride = 0;
+};
+// Entries per attention split: depends on the cache capacity only (so rows stay invariant).
+int64_t attention_chunk(int64_t capacity);
+size_t attention_partial_floats(const AttentionArgs& a);
+void attention(const AttentionArgs& a, float* partials, cudaStream_t stream);
+
+}  // namespace specd::cuda

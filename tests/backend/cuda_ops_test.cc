@@ -1,0 +1,249 @@
+// Every op on the CUDA backend against the double reference; batch invariance and graph replay.
+// Skips when the build has no CUDA backend or no GPU is present.
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <numeric>
+#include <vector>
+
+#include "backend/reference.h"
+#include "core/error.h"
+#include "test_util.h"
+
+namespace specd {
+namespace {
+
+using backend_test::HostTensor;
+using backend_test::max_rel_error;
+using backend_test::same_bits;
+
+// Small-M kernels keep ~16 bits of x (bf16 hi + lo); the GEMM rounds x to bf16.
+constexpr double kSmallTolerance = 2e-4;
+constexpr double kGemmTolerance = 1e-2;
+constexpr double kOpTolerance = 1e-5;
+
+AttentionRows make_rows(int64_t count, const Tensor& slots, const Tensor& index,
+                        const Tensor& positions) {
+  AttentionRows rows;
+  rows.count = count;
+  rows.slots = slots;
+  rows.cache_index = index;
+  rows.positions = positions;
+  return rows;
+}
+
+class CudaOps : public testing::Test {
+ protected:
+  void SetUp() override {
+    if (!cuda_available()) GTEST_SKIP() << "no CUDA backend or no GPU";
+    backend_ = make_backend(Device{DeviceKind::kCuda, 0}, 1);
+  }
+
+  // A device copy of `host` (same shape and stride).
+  Tensor upload(const HostTensor& host) {
+    const Tensor& t = host.t();
+    size_t bytes = static_cast<size_t>(std::max<int64_t>(1, t.rows) * t.stride) *
+                   dtype_size(t.dtype);
+    buffers_.push_back(backend_->alloc(bytes));
+    backend_->copy_to_device(buffers_.back().data(), t.data, bytes);
+    Tensor out = t;
+    out.data = buffers_.back().data();
+    out.device = backend_->device();
+    return out;
+  }
+  // The device tensor's values, in a host tensor shaped like `like`.
+  HostTensor download(const Tensor& device, const HostTensor& like) {
+    HostTensor out = like.clone();
+    size_t bytes = static_cast<size_t>(std::max<int64_t>(1, device.rows) * device.stride) *
+                   dtype_size(device.dtype);
+    backend_->copy_to_host(out.t().data, device.data, bytes);
+    return out;
+  }
+
+  std::unique_ptr<Backend> backend_;
+  std::vector<DeviceBuffer> buffers_;
+};
+
+TEST_F(CudaOps, MatmulMatchesReference) {
+  const int64_t ms[] = {1, 3, 8, 9, 16, 17, 64, 300};
+  const std::pair<int64_t, int64_t> kn[] = {{64, 48}, {136, 33}, {1024, 1000}, {4096, 256},
+                                            {13, 9}};
+  uint32_t seed = 1;
+  for (DType dtype : {DType::kBF16, DType::kF16, DType::kF32}) {
+    for (int64_t m : ms) {
+      for (auto [k, n] : kn) {
+        for (bool accumulate : {false, true}) {
+          seed += 7;
+          HostTensor x = HostTensor(DType::kF32, m, k).random(seed);
+          HostTensor w = HostTensor(dtype, n, k).random(seed + 1);
+          HostTensor bias = HostTensor(DType::kBF16, 1, n).random(seed + 2);
+          HostTensor y = HostTensor(DType::kF32, m, n).random(seed + 3);
+          HostTensor want = y.clone();
+          Tensor dx = upload(x), dw = upload(w), db = upload(bias), dy = upload(y);
+          backend_->matmul(dx, dw, &db, dy, accumulate);
+          HostTensor got = download(dy, y);
+          reference::matmul(x.t(), w.t(), &bias.t(), want.t(), accumulate);
+          const bool gemm = m > kSmallBatch && dtype == DType::kBF16 && k % 8 == 0;
+          EXPECT_LE(max_rel_error(got.t(), want.t()), gemm ? kGemmTolerance : kSmallTolerance)
+              << backend_test::name(dtype) << " M=" << m << " K=" << k << " N=" << n
+              << " accumulate=" << accumulate;
+        }
+      }
+    }
+  }
+}
+
+TEST_F(CudaOps, MatmulIsBatchInvariant) {
+  for (auto [k, n] : std::vector<std::pair<int64_t, int64_t>>{{4096, 1024}, {512, 4096}, {72, 40}}) {
+    HostTensor x = HostTensor(DType::kF32, kSmallBatch, k).random(11);
+    HostTensor w = HostTensor(DType::kBF16, n, k).random(12);
+    Tensor dx = upload(x), dw = upload(w);
+    HostTensor y_all(DType::kF32, kSmallBatch, n);
+    Tensor dy_all = upload(y_all);
+    backend_->matmul(dx, dw, nullptr, dy_all, false);
+    HostTensor all = download(dy_all, y_all);
+    for (int64_t m = 1; m <= kSmallBatch; ++m) {
+      HostTensor y(DType::kF32, m, n);
+      Tensor dy = upload(y);
+      backend_->matmul(dx.slice_rows(0, m), dw, nullptr, dy, false);
+      HostTensor part = download(dy, y);
+      for (int64_t r = 0; r < m; ++r) {
+        ASSERT_TRUE(same_bits(part.t(), r, all.t(), r)) << "K=" << k << " M=" << m << " row " << r;
+      }
+    }
+  }
+}
+
+TEST_F(CudaOps, ElementwiseOpsMatchReference) {
+  const int64_t m = 5, d = 96, heads = 3, half = 16, positions = 40;
+  // embedding
+  HostTensor table = HostTensor(DType::kBF16, 50, d).random(1);
+  HostTensor ids = backend_test::i32_vector({3, 0, 49, 7, 7});
+  HostTensor emb(DType::kF32, m, d), emb_want(DType::kF32, m, d);
+  Tensor demb = upload(emb);
+  backend_->embedding(upload(ids), upload(table), demb);
+  reference::embedding(ids.t(), table.t(), emb_want.t());
+  EXPECT_LE(max_rel_error(download(demb, emb).t(), emb_want.t()), 0.0);
+  // rms_norm
+  HostTensor x = HostTensor(DType::kF32, m, d).random(2);
+  HostTensor weight = HostTensor(DType::kBF16, 1, d).random(3);
+  HostTensor y(DType::kF32, m, d), y_want(DType::kF32, m, d);
+  Tensor dy = upload(y);
+  backend_->rms_norm(upload(x), upload(weight), 1e-6f, dy);
+  reference::rms_norm(x.t(), weight.t(), 1e-6f, y_want.t());
+  EXPECT_LE(max_rel_error(download(dy, y).t(), y_want.t()), kOpTolerance);
+  // rope
+  HostTensor cos = HostTensor(DType::kF32, positions, half).random(4);
+  HostTensor sin = HostTensor(DType::kF32, positions, half).random(5);
+  HostTensor pos = backend_test::i32_vector({0, 39, 5, 5, 17});
+  HostTensor r = HostTensor(DType::kF32, m, heads * 2 * half).random(6);
+  HostTensor r_want = r.clone();
+  Tensor dr = upload(r);
+  RopeTable table_dev{upload(cos), upload(sin)};
+  backend_->rope(dr, static_cast<int>(heads), upload(pos), table_dev);
+  RopeTable table_host{cos.t(), sin.t()};
+  reference::rope(r_want.t(), static_cast<int>(heads), pos.t(), table_host);
+  EXPECT_LE(max_rel_error(download(dr, r).t(), r_want.t()), kOpTolerance);
+  // silu_mul
+  HostTensor gate = HostTensor(DType::kF32, m, d).random(7, -8.0f, 8.0f);
+  HostTensor up = HostTensor(DType::kF32, m, d).random(8);
+  HostTensor out(DType::kF32, m, d), out_want(DType::kF32, m, d);
+  Tensor dout = upload(out);
+  backend_->silu_mul(upload(gate), upload(up), dout);
+  reference::silu_mul(gate.t(), up.t(), out_want.t());
+  EXPECT_LE(max_rel_error(download(dout, out).t(), out_want.t()), kOpTolerance);
+}
+
+TEST_F(CudaOps, AttentionMatchesReferenceAndIsInvariant) {
+  const int kv_heads = 2, head_dim = 64, n_heads = 8, capacity = 300, width = kv_heads * head_dim;
+  for (DType cache_dtype : {DType::kBF16, DType::kF32}) {
+    HostTensor k_cache(cache_dtype, capacity, width), v_cache(cache_dtype, capacity, width);
+    HostTensor keys = HostTensor(DType::kF32, capacity, width).random(21);
+    HostTensor values = HostTensor(DType::kF32, capacity, width).random(22);
+    KvLayerView host_view{k_cache.t().data, v_cache.t().data, cache_dtype, capacity, 1,
+                          int64_t{capacity} * width, kv_heads, head_dim};
+    KvLayerView dev_view = host_view;
+    Tensor dk = upload(k_cache), dv = upload(v_cache);
+    dev_view.k = dk.data;
+    dev_view.v = dv.data;
+    std::vector<int32_t> all(capacity);
+    std::iota(all.begin(), all.end(), 0);
+    HostTensor slots0 = backend_test::i32_vector(std::vector<int32_t>(capacity, 0));
+    HostTensor index = backend_test::i32_vector(all);
+    AttentionRows store_rows = make_rows(capacity, upload(slots0), upload(index), upload(index));
+    backend_->store_kv(upload(keys), upload(values), dev_view, store_rows);
+    AttentionRows host_store = make_rows(capacity, slots0.t(), index.t(), index.t());
+    reference::store_kv(keys.t(), values.t(), host_view, host_store);
+
+    // Rows at the end of the context (verification) and one early row.
+    const std::vector<int32_t> last = {3, 250, 296, 297, 298, 299};
+    const int64_t m = static_cast<int64_t>(last.size());
+    HostTensor q = HostTensor(DType::kF32, m, n_heads * head_dim).random(23);
+    HostTensor slots = backend_test::i32_vector(std::vector<int32_t>(m, 0));
+    HostTensor rows_index = backend_test::i32_vector(last);
+    AttentionRows rows = make_rows(m, upload(slots), upload(rows_index), upload(rows_index));
+    AttentionRows host_rows = make_rows(m, slots.t(), rows_index.t(), rows_index.t());
+    HostTensor out(DType::kF32, m, n_heads * head_dim), want(DType::kF32, m, n_heads * head_dim);
+    Tensor dq = upload(q), dout = upload(out);
+    backend_->attention(dq, n_heads, dev_view, rows, 0.125f, dout);
+    reference::attention(q.t(), n_heads, host_view, host_rows, 0.125f, want.t());
+    HostTensor got = download(dout, out);
+    EXPECT_LE(max_rel_error(got.t(), want.t()), 1e-5) << backend_test::name(cache_dtype);
+
+    // Each row alone gives the same bits; so does the equivalent mask.
+    for (int64_t r = 0; r < m; ++r) {
+      HostTensor one(DType::kF32, 1, n_heads * head_dim);
+      Tensor done = upload(one);
+      Tensor index_r = rows.cache_index;
+      index_r.data = static_cast<int32_t*>(rows.cache_index.data) + r;
+      index_r.cols = 1;
+      Tensor slot_r = rows.slots;
+      slot_r.cols = 1;
+      AttentionRows single = make_rows(1, slot_r, index_r, index_r);
+      backend_->attention(dq.slice_rows(r, 1), n_heads, dev_view, single, 0.125f, done);
+      EXPECT_TRUE(same_bits(download(done, one).t(), 0, got.t(), r)) << "row " << r;
+    }
+    // The same visibility as a mask: entries before mask_start plus a 6-wide window.
+    HostTensor starts(DType::kI32, 1, m), mask(DType::kI32, m, 6);
+    for (int64_t r = 0; r < m; ++r) {
+      starts.i32()[r] = std::max(0, last[r] - 5);
+      for (int j = 0; j < 6; ++j) mask.i32()[r * 6 + j] = starts.i32()[r] + j <= last[r] ? 1 : 0;
+    }
+    AttentionRows masked = rows;
+    masked.mask_start = upload(starts);
+    masked.mask = upload(mask);
+    HostTensor out_masked(DType::kF32, m, n_heads * head_dim);
+    Tensor dmasked = upload(out_masked);
+    backend_->attention(dq, n_heads, dev_view, masked, 0.125f, dmasked);
+    HostTensor got_masked = download(dmasked, out_masked);
+    for (int64_t r = 0; r < m; ++r) {
+      EXPECT_TRUE(same_bits(got_masked.t(), r, got.t(), r)) << "masked row " << r;
+    }
+  }
+}
+
+TEST_F(CudaOps, RecordedGraphReplaysTheSameResults) {
+  HostTensor x = HostTensor(DType::kF32, 4, 512).random(31);
+  HostTensor w = HostTensor(DType::kBF16, 768, 512).random(32);
+  HostTensor y(DType::kF32, 4, 768);
+  Tensor dx = upload(x), dw = upload(w), dy = upload(y);
+  backend_->matmul(dx, dw, nullptr, dy, false);
+  HostTensor eager = download(dy, y);
+  for (int i = 0; i < 4; ++i) {  // eager, record, replay, replay
+    HostTensor zeros(DType::kF32, 4, 768);
+    backend_->copy_to_device(dy.data, zeros.t().data, zeros.t().bytes());
+    backend_->run_recorded(42, [&] { backend_->matmul(dx, dw, nullptr, dy, false); });
+    HostTensor got = download(dy, y);
+    for (int r = 0; r < 4; ++r) EXPECT_TRUE(same_bits(got.t(), r, eager.t(), r)) << "run " << i;
+  }
+}
+
+TEST_F(CudaOps, RejectsHostTensors) {
+  HostTensor x = HostTensor(DType::kF32, 2, 8).random(1);
+  HostTensor w = HostTensor(DType::kBF16, 4, 8).random(2);
+  HostTensor y(DType::kF32, 2, 4);
+  EXPECT_THROW(backend_->matmul(x.t(), w.t(), nullptr, y.t(), false), Error);
+}
+
+}  // namespace
+}  // namespace specd
