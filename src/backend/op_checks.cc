@@ -19,6 +19,17 @@ void check_view(const char* op, const char* name, const Tensor& t) {
               "{}: {} has a bad shape {} (stride {})", op, name, shape(t), t.stride);
 }
 
+// A weight [rows, cols] of a float or block-quantised dtype (whole blocks per row).
+void check_weight(const char* op, const char* name, const Tensor& t) {
+  check_view(op, name, t);
+  SPECD_CHECK(is_weight_dtype(t.dtype), "{}: {} dtype {} is not a float or quantised type", op,
+              name, dtype_name(t.dtype));
+  const int64_t block = dtype_block_elems(t.dtype);
+  SPECD_CHECK(t.cols % block == 0 && t.stride % block == 0,
+              "{}: {} is {} with stride {}: rows must be whole blocks of {}", op, name, shape(t),
+              t.stride, block);
+}
+
 void check_f32(const char* op, const char* name, const Tensor& t, int64_t rows, int64_t cols) {
   check_view(op, name, t);
   SPECD_CHECK(t.dtype == DType::kF32 && t.rows == rows && t.cols == cols,
@@ -42,7 +53,7 @@ std::pair<const char*, const char*> extent(const Tensor& t) {
   const char* begin = static_cast<const char*>(t.data);
   if (t.numel() == 0) return {begin, begin};
   size_t elems = static_cast<size_t>((t.rows - 1) * t.stride + t.cols);
-  return {begin, begin + elems * dtype_size(t.dtype)};
+  return {begin, begin + dtype_row_bytes(t.dtype, static_cast<int64_t>(elems))};
 }
 
 bool overlap(const Tensor& a, const Tensor& b) {
@@ -88,9 +99,7 @@ void check_rows(const char* op, const KvLayerView& cache, const AttentionRows& r
 
 void embedding(const Tensor& ids, const Tensor& table, const Tensor& out, bool read_indices) {
   check_i32_vector("embedding", "ids", ids, ids.cols);
-  check_view("embedding", "table", table);
-  SPECD_CHECK(is_float_dtype(table.dtype), "embedding: table dtype {} is not f32/f16/bf16",
-              dtype_name(table.dtype));
+  check_weight("embedding", "table", table);
   check_f32("embedding", "out", out, ids.cols, table.cols);
   if (!read_indices) return;
   for (int64_t m = 0; m < ids.cols; ++m) {
@@ -101,9 +110,7 @@ void embedding(const Tensor& ids, const Tensor& table, const Tensor& out, bool r
 }
 
 void matmul(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& y) {
-  check_view("matmul", "w", w);
-  SPECD_CHECK(is_float_dtype(w.dtype), "matmul: weight dtype {} is not f32/f16/bf16",
-              dtype_name(w.dtype));
+  check_weight("matmul", "w", w);
   check_f32("matmul", "x", x, x.rows, w.cols);
   check_f32("matmul", "y", y, x.rows, w.rows);
   if (bias != nullptr) check_float_vector("matmul", "bias", *bias, w.rows);

@@ -30,6 +30,10 @@ inline bool is_float_dtype(DType dtype) {
   return dtype == DType::kF32 || dtype == DType::kF16 || dtype == DType::kBF16;
 }
 
+// True for the element types of matmul weights and embedding tables: the float types and the
+// block-quantised formats.
+inline bool is_weight_dtype(DType dtype) { return is_float_dtype(dtype) || is_quantized(dtype); }
+
 // Element i of a [1, n] i32 vector.
 inline int32_t i32_at(const Tensor& vec, int64_t i) { return vec.ptr<const int32_t>()[i]; }
 

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "backend/op_checks.h"
+#include "backend/quant_ref.h"
 
 namespace specd::reference {
 
@@ -15,22 +16,31 @@ double at(const Tensor& t, int64_t r, int64_t c) {
   return load_as_f32(t.data, t.dtype, static_cast<size_t>(r * t.stride + c));
 }
 
+// Row r of a weight (float or block-quantised) as f32.
+std::vector<float> weight_row(const Tensor& t, int64_t r) {
+  std::vector<float> out(static_cast<size_t>(t.cols));
+  dequantize_row(t.dtype, static_cast<const char*>(t.data) + r * t.row_bytes(), t.cols,
+                 out.data());
+  return out;
+}
+
 }  // namespace
 
 void embedding(const Tensor& ids, const Tensor& table, Tensor& out) {
   op_checks::embedding(ids, table, out);
   for (int64_t m = 0; m < ids.cols; ++m) {
-    int32_t id = op_checks::i32_at(ids, m);
-    for (int64_t d = 0; d < table.cols; ++d) out.row<float>(m)[d] = at(table, id, d);
+    std::vector<float> row = weight_row(table, op_checks::i32_at(ids, m));
+    for (int64_t d = 0; d < table.cols; ++d) out.row<float>(m)[d] = row[static_cast<size_t>(d)];
   }
 }
 
 void matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y, bool accumulate) {
   op_checks::matmul(x, w, bias, y);
-  for (int64_t m = 0; m < x.rows; ++m) {
-    for (int64_t n = 0; n < w.rows; ++n) {
+  for (int64_t n = 0; n < w.rows; ++n) {
+    std::vector<float> wn = weight_row(w, n);
+    for (int64_t m = 0; m < x.rows; ++m) {
       double sum = 0.0;
-      for (int64_t k = 0; k < w.cols; ++k) sum += at(x, m, k) * at(w, n, k);
+      for (int64_t k = 0; k < w.cols; ++k) sum += at(x, m, k) * wn[static_cast<size_t>(k)];
       if (bias != nullptr) sum += at(*bias, 0, n);
       if (accumulate) sum += y.row<float>(m)[n];
       y.row<float>(m)[n] = static_cast<float>(sum);

@@ -21,7 +21,8 @@ Device parse_device(const std::string& text);
 std::string device_name(Device device);
 
 // A row-major view [rows, cols] with a row stride in elements (stride >= cols).
-// Vectors are [1, n]. The view does not own its memory.
+// Vectors are [1, n]. The view does not own its memory. For block-quantised dtypes cols and
+// stride are whole numbers of blocks, and byte sizes come from dtype_row_bytes.
 struct Tensor {
   void* data = nullptr;
   DType dtype = DType::kF32;
@@ -34,7 +35,8 @@ struct Tensor {
     return Tensor{data, dtype, rows, cols, cols, device};
   }
   int64_t numel() const { return rows * cols; }
-  size_t bytes() const { return static_cast<size_t>(numel()) * dtype_size(dtype); }
+  size_t bytes() const { return static_cast<size_t>(rows) * dtype_row_bytes(dtype, cols); }
+  size_t row_bytes() const { return dtype_row_bytes(dtype, stride); }
   bool contiguous() const { return stride == cols; }
 
   template <typename T>
@@ -44,7 +46,7 @@ struct Tensor {
   // Rows [begin, begin + count) of this view.
   Tensor slice_rows(int64_t begin, int64_t count) const {
     Tensor out = *this;
-    out.data = static_cast<char*>(data) + static_cast<size_t>(begin * stride) * dtype_size(dtype);
+    out.data = static_cast<char*>(data) + dtype_row_bytes(dtype, begin * stride);
     out.rows = count;
     return out;
   }

@@ -5,6 +5,7 @@
 
 #include "chat/chat_template.h"
 #include "core/error.h"
+#include "io/gguf.h"
 #include "io/mapped_file.h"
 
 namespace specd {
@@ -48,10 +49,32 @@ std::string pick_template(const Json& templates, bool with_tools, const std::str
   return default_template;
 }
 
+// tokenizer.chat_template of a GGUF file, with the BOS/EOS token strings.
+ChatTemplate load_gguf_chat_template(const std::string& path, ChatRenderOptions* defaults) {
+  GgufFile file(path);
+  const GgufHeader& h = file.header();
+  const GgufValue* text = h.find("tokenizer.chat_template");
+  SPECD_CHECK(text != nullptr, "{}: the GGUF file has no tokenizer.chat_template", path);
+  if (defaults != nullptr) {
+    const GgufValue* tokens = h.find("tokenizer.ggml.tokens");
+    const auto token = [&](const char* key) -> std::string {
+      const GgufValue* id = h.find(key);
+      if (id == nullptr || tokens == nullptr) return "";
+      const auto& list = tokens->as_strings("tokenizer.ggml.tokens");
+      const int64_t i = id->as_int(key);
+      return i >= 0 && static_cast<size_t>(i) < list.size() ? list[static_cast<size_t>(i)] : "";
+    };
+    defaults->bos_token = token("tokenizer.ggml.bos_token_id");
+    defaults->eos_token = token("tokenizer.ggml.eos_token_id");
+  }
+  return ChatTemplate(text->as_string("tokenizer.chat_template"));
+}
+
 }  // namespace
 
 ChatTemplate load_chat_template(const std::string& model_dir, ChatRenderOptions* defaults,
                                 bool with_tools) {
+  if (is_gguf_file(model_dir)) return load_gguf_chat_template(model_dir, defaults);
   const std::string config_path = model_dir + "/tokenizer_config.json";
   const std::string jinja_path = model_dir + "/chat_template.jinja";
   const std::string tool_jinja_path = model_dir + "/additional_chat_templates/tool_use.jinja";

@@ -40,10 +40,20 @@ SamplingParams SamplingOptions::resolve(const ModelConfig& config) const {
   return p;
 }
 
+CLI::Validator existing_model_path() {
+  return CLI::Validator(
+      [](std::string& path) -> std::string {
+        return CLI::ExistingPath(path).empty()
+                   ? ""
+                   : "model directory or GGUF file does not exist: " + path;
+      },
+      "PATH");
+}
+
 void add_model_options(CLI::App& command, LoadOptions& options, std::string& kv_dtype) {
-  command.add_option("-m,--model", options.model_dir, "Hugging Face model directory")
+  command.add_option("-m,--model", options.model_dir, "Hugging Face model directory or GGUF file")
       ->required()
-      ->check(CLI::ExistingDirectory);
+      ->check(existing_model_path());
   command.add_option("--device", options.device, "Device: cpu, cuda or cuda:N")
       ->capture_default_str();
   command.add_option("-t,--threads", options.threads, "CPU threads (0 = all cores)")

@@ -25,4 +25,8 @@ struct SamplingOptions {
 // --model, --device, --threads, --kv-dtype, --ctx-size.
 void add_model_options(CLI::App& command, LoadOptions& options, std::string& kv_dtype);
 
+// Accepts an existing model directory or GGUF file ("model directory or GGUF file does not
+// exist: PATH" otherwise).
+CLI::Validator existing_model_path();
+
 }  // namespace specd::cli

@@ -3,8 +3,10 @@
 
 #include <cstdio>
 
+#include "cli/cli_options.h"
 #include "cli/commands.h"
 #include "cli/model_loader.h"
+#include "model/gguf_model.h"
 #include "model/model_config.h"
 
 namespace specd::cli {
@@ -19,7 +21,8 @@ struct InfoOptions {
 
 void run_info(const InfoOptions& o) {
   ModelConfig c = load_model_config(o.model_dir);
-  TensorStore store = TensorStore::open_dir(o.model_dir);
+  TensorStore store = is_gguf_model(o.model_dir) ? open_gguf_store(o.model_dir, c)
+                                                 : TensorStore::open_dir(o.model_dir);
   WeightSummary w = summarize_weights(store);
   const uint64_t kv_per_token = 2ull * c.n_layers * c.kv_dim() * 2;  // K and V, bf16
   nlohmann::ordered_json dtypes = nlohmann::ordered_json::object();
@@ -65,9 +68,9 @@ void run_info(const InfoOptions& o) {
 void register_info_command(CLI::App& app) {
   auto options = std::make_shared<InfoOptions>();
   CLI::App* cmd = app.add_subcommand("info", "Describe a model: architecture, size, memory");
-  cmd->add_option("-m,--model", options->model_dir, "Hugging Face model directory")
+  cmd->add_option("-m,--model", options->model_dir, "Hugging Face model directory or GGUF file")
       ->required()
-      ->check(CLI::ExistingDirectory);
+      ->check(existing_model_path());
   cmd->add_option("-c,--ctx-size", options->context, "Context size for the memory estimate")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();

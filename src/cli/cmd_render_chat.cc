@@ -5,6 +5,7 @@
 #include <string>
 
 #include "chat/chat_template.h"
+#include "cli/cli_options.h"
 #include "cli/commands.h"
 #include "core/error.h"
 
@@ -68,7 +69,7 @@ void register_render_chat_command(CLI::App& app) {
       ->add_option("-m,--model", options->model_dir,
                    "Model directory with tokenizer_config.json or chat_template.jinja")
       ->required()
-      ->check(CLI::ExistingDirectory);
+      ->check(existing_model_path());
   command
       ->add_option("--messages", options->messages_file,
                    "JSON file: an array of messages, or {\"messages\": [...], \"tools\": [...]}"

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/cli_options.h"
 #include "cli/commands.h"
 #include "core/error.h"
 #include "io/mapped_file.h"
@@ -78,7 +79,7 @@ void register_tokenize_commands(CLI::App& app) {
       "Needs only tokenizer.json (and tokenizer_config.json), no weights.");
   encode->add_option("-m,--model", tok->model_dir, "Directory holding tokenizer.json")
       ->required()
-      ->check(CLI::ExistingDirectory);
+      ->check(existing_model_path());
   CLI::Option* text = encode->add_option("--text", tok->text, "Text to encode");
   CLI::Option* file = encode->add_option("--file", tok->file, "File whose bytes to encode")
                           ->check(CLI::ExistingFile);
@@ -94,7 +95,7 @@ void register_tokenize_commands(CLI::App& app) {
       "Needs only tokenizer.json (and tokenizer_config.json), no weights.");
   decode->add_option("-m,--model", detok->model_dir, "Directory holding tokenizer.json")
       ->required()
-      ->check(CLI::ExistingDirectory);
+      ->check(existing_model_path());
   decode->add_option("--ids", detok->ids, "Token ids as a JSON array, e.g. \"[1,2,3]\"")
       ->required();
   decode->add_flag("--skip-special", detok->skip_special, "Leave special tokens out of the text");

@@ -12,6 +12,7 @@
 #include "core/log.h"
 #include "core/thread_pool.h"
 #include "core/timer.h"
+#include "model/gguf_model.h"
 
 namespace specd::cli {
 
@@ -54,7 +55,9 @@ LoadedModel load_model(const LoadOptions& options) {
   double start = now_seconds();
   LoadedModel loaded;
   loaded.config = load_model_config(options.model_dir);
-  loaded.store = TensorStore::open_dir(options.model_dir);
+  loaded.store = is_gguf_model(options.model_dir)
+                     ? open_gguf_store(options.model_dir, loaded.config)
+                     : TensorStore::open_dir(options.model_dir);
   prefault_weights(loaded.store, options.progress);
   int threads = options.threads > 0 ? options.threads : ThreadPool::hardware_threads();
   loaded.backend = make_backend(parse_device(options.device), threads);

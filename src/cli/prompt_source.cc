@@ -4,6 +4,7 @@
 #include "chat/chat_template.h"
 #include "cli/model_loader.h"
 #include "core/error.h"
+#include "io/gguf.h"
 #include "io/mapped_file.h"
 
 namespace specd::cli {
@@ -26,7 +27,7 @@ void PromptOptions::add_to(CLI::App& command) {
 bool PromptOptions::given() const { return !text.empty() || !file.empty() || !ids.empty(); }
 
 std::unique_ptr<Tokenizer> load_tokenizer_if_present(const std::string& model_dir) {
-  if (!file_exists(model_dir + "/tokenizer.json")) return nullptr;
+  if (!is_gguf_file(model_dir) && !file_exists(model_dir + "/tokenizer.json")) return nullptr;
   return std::make_unique<Tokenizer>(Tokenizer::load(model_dir));
 }
 

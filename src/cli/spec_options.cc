@@ -1,6 +1,7 @@
 // Speculative decoding options: draft model, n-gram lookup, draft length.
 #include "cli/spec_options.h"
 
+#include "cli/cli_options.h"
 #include "core/error.h"
 #include "spec/compatibility.h"
 
@@ -8,7 +9,7 @@ namespace specd::cli {
 
 void SpecOptions::add_to(CLI::App& command, bool with_mode) {
   command.add_option("--draft", draft_dir, "Draft model directory (same tokenizer as the target)")
-      ->check(CLI::ExistingDirectory);
+      ->check(existing_model_path());
   if (with_mode) {
     command.add_option("--spec", mode,
                      "Speculation: none, draft, ngram or ngram+draft (default: draft when "

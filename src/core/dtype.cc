@@ -11,8 +11,46 @@ size_t dtype_size(DType dtype) {
     case DType::kF16: return 2;
     case DType::kBF16: return 2;
     case DType::kI32: return 4;
+    default: break;
   }
-  return 0;
+  fail("dtype_size: {} is block-quantised and has no per-element size", dtype_name(dtype));
+}
+
+bool is_quantized(DType dtype) { return dtype_block_elems(dtype) > 1; }
+
+int64_t dtype_block_elems(DType dtype) {
+  switch (dtype) {
+    case DType::kQ8_0:
+    case DType::kQ4_0:
+    case DType::kQ4_1:
+    case DType::kQ5_0:
+    case DType::kQ5_1: return 32;
+    case DType::kQ4_K:
+    case DType::kQ5_K:
+    case DType::kQ6_K: return 256;
+    default: return 1;
+  }
+}
+
+size_t dtype_block_bytes(DType dtype) {
+  switch (dtype) {
+    case DType::kQ8_0: return 34;
+    case DType::kQ4_0: return 18;
+    case DType::kQ4_1: return 20;
+    case DType::kQ5_0: return 22;
+    case DType::kQ5_1: return 24;
+    case DType::kQ4_K: return 144;
+    case DType::kQ5_K: return 176;
+    case DType::kQ6_K: return 210;
+    default: return dtype_size(dtype);
+  }
+}
+
+size_t dtype_row_bytes(DType dtype, int64_t elems) {
+  const int64_t block = dtype_block_elems(dtype);
+  SPECD_CHECK(elems >= 0 && elems % block == 0, "{} elements of {} are not whole blocks of {}",
+              elems, dtype_name(dtype), block);
+  return static_cast<size_t>(elems / block) * dtype_block_bytes(dtype);
 }
 
 std::string_view dtype_name(DType dtype) {
@@ -21,6 +59,14 @@ std::string_view dtype_name(DType dtype) {
     case DType::kF16: return "f16";
     case DType::kBF16: return "bf16";
     case DType::kI32: return "i32";
+    case DType::kQ8_0: return "q8_0";
+    case DType::kQ4_0: return "q4_0";
+    case DType::kQ4_1: return "q4_1";
+    case DType::kQ5_0: return "q5_0";
+    case DType::kQ5_1: return "q5_1";
+    case DType::kQ4_K: return "q4_k";
+    case DType::kQ5_K: return "q5_k";
+    case DType::kQ6_K: return "q6_k";
   }
   return "?";
 }
@@ -86,8 +132,9 @@ float load_as_f32(const void* data, DType dtype, size_t index) {
     case DType::kF16: return f16_to_f32(static_cast<const uint16_t*>(data)[index]);
     case DType::kBF16: return bf16_to_f32(static_cast<const uint16_t*>(data)[index]);
     case DType::kI32: return static_cast<float>(static_cast<const int32_t*>(data)[index]);
+    default: break;
   }
-  return 0.0f;
+  fail("load_as_f32: {} is block-quantised", dtype_name(dtype));
 }
 
 void store_from_f32(void* data, DType dtype, size_t index, float value) {
@@ -96,7 +143,9 @@ void store_from_f32(void* data, DType dtype, size_t index, float value) {
     case DType::kF16: static_cast<uint16_t*>(data)[index] = f32_to_f16(value); return;
     case DType::kBF16: static_cast<uint16_t*>(data)[index] = f32_to_bf16(value); return;
     case DType::kI32: static_cast<int32_t*>(data)[index] = static_cast<int32_t>(value); return;
+    default: break;
   }
+  fail("store_from_f32: {} is block-quantised", dtype_name(dtype));
 }
 
 }  // namespace specd

@@ -7,9 +7,21 @@
 
 namespace specd {
 
-enum class DType : uint8_t { kF32, kF16, kBF16, kI32 };
+// kQ* are ggml's block-quantised formats, kept as stored in GGUF files: a row of n elements is
+// n / dtype_block_elems blocks of dtype_block_bytes bytes (see backend/quant_ref.h).
+enum class DType : uint8_t {
+  kF32, kF16, kBF16, kI32,
+  kQ8_0, kQ4_0, kQ4_1, kQ5_0, kQ5_1, kQ4_K, kQ5_K, kQ6_K,
+};
 
+// Bytes of one element; throws specd::Error for block-quantised dtypes (use dtype_row_bytes).
 size_t dtype_size(DType dtype);
+bool is_quantized(DType dtype);
+// Elements per block (1 for f32/f16/bf16/i32) and bytes per block.
+int64_t dtype_block_elems(DType dtype);
+size_t dtype_block_bytes(DType dtype);
+// Bytes of `elems` consecutive elements (elems must be a whole number of blocks).
+size_t dtype_row_bytes(DType dtype, int64_t elems);
 std::string_view dtype_name(DType dtype);
 // Parses a safetensors dtype string ("F32", "BF16", ...); returns false if unknown.
 bool parse_safetensors_dtype(std::string_view name, DType* out);

@@ -53,6 +53,19 @@ TensorStore TensorStore::open_dir(const std::string& dir) {
   return store;
 }
 
+TensorStore TensorStore::from_tensors(std::vector<TensorInfo> tensors,
+                                      std::shared_ptr<const void> owner) {
+  TensorStore store;
+  store.owner_ = std::move(owner);
+  for (TensorInfo& info : tensors) {
+    store.owned_.push_back(std::make_unique<TensorInfo>(std::move(info)));
+    const TensorInfo* added = store.owned_.back().get();
+    SPECD_CHECK(store.by_name_.emplace(added->name, added).second, "tensor '{}' appears twice",
+                added->name);
+  }
+  return store;
+}
+
 const TensorInfo* TensorStore::find(const std::string& name) const {
   auto it = by_name_.find(name);
   return it == by_name_.end() ? nullptr : it->second;

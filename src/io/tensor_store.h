@@ -16,6 +16,11 @@ class TensorStore {
   // Throws specd::Error if files are missing, malformed, or disagree with the index.
   static TensorStore open_dir(const std::string& dir);
 
+  // A store over tensors whose memory `owner` keeps alive (e.g. a mapped GGUF file and copies
+  // re-laid-out at load). Throws specd::Error on duplicate names.
+  static TensorStore from_tensors(std::vector<TensorInfo> tensors,
+                                  std::shared_ptr<const void> owner);
+
   // nullptr if absent.
   const TensorInfo* find(const std::string& name) const;
   const std::map<std::string, const TensorInfo*>& tensors() const { return by_name_; }
@@ -25,6 +30,8 @@ class TensorStore {
  private:
   std::vector<std::unique_ptr<SafetensorsFile>> files_;
   std::map<std::string, const TensorInfo*> by_name_;
+  std::vector<std::unique_ptr<TensorInfo>> owned_;  // from_tensors
+  std::shared_ptr<const void> owner_;
 };
 
 }  // namespace specd

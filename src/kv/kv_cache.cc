@@ -9,7 +9,7 @@ KvCache::KvCache(Backend& backend, const KvCacheShape& shape) : shape_(shape) {
   SPECD_CHECK(shape.n_layers > 0 && shape.n_kv_heads > 0 && shape.head_dim > 0 &&
                   shape.n_slots > 0 && shape.capacity > 0,
               "invalid KV cache shape");
-  SPECD_CHECK(shape.dtype != DType::kI32, "KV cache dtype must be f32, f16 or bf16");
+  SPECD_CHECK(shape.dtype == DType::kF32 || shape.dtype == DType::kF16 || shape.dtype == DType::kBF16, "KV cache dtype must be f32, f16 or bf16");
   size_t per_layer = static_cast<size_t>(shape.n_slots) * shape.capacity * shape.n_kv_heads *
                      shape.head_dim * dtype_size(shape.dtype);
   for (int l = 0; l < shape.n_layers; ++l) {

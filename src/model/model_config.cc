@@ -3,6 +3,7 @@
 
 #include "core/error.h"
 #include "io/mapped_file.h"
+#include "model/gguf_model.h"
 
 namespace specd {
 
@@ -167,6 +168,7 @@ ModelConfig parse_model_config(const Json& json, const std::string& what) {
 }
 
 ModelConfig load_model_config(const std::string& dir) {
+  if (is_gguf_model(dir)) return gguf_model_config(GgufFile(dir).header(), dir);
   std::string path = dir + "/config.json";
   SPECD_CHECK(file_exists(path), "{}: no config.json (is this a Hugging Face model directory?)",
               dir);

@@ -67,6 +67,7 @@ struct ModelConfig {
 // Parses config.json content; throws specd::Error naming `what` and the key on bad values.
 ModelConfig parse_model_config(const Json& json, const std::string& what);
 // Reads `dir`/config.json and, if present, eos/bos ids from `dir`/generation_config.json.
+// `dir` may also be a GGUF file (see model/gguf_model.h).
 ModelConfig load_model_config(const std::string& dir);
 
 std::string architecture_name(Architecture arch);

@@ -24,6 +24,9 @@ class Binder {
                 name, fmt::join(info->shape, ", "), fmt::join(expected, ", "));
     SPECD_CHECK(info->dtype != DType::kI32, "tensor '{}' has dtype i32; expected a float type",
                 name);
+    SPECD_CHECK(!is_quantized(info->dtype) || backend_.device().kind == DeviceKind::kCpu,
+                "tensor '{}' is {}: block-quantised weights run on the CPU backend only so far",
+                name, dtype_name(info->dtype));
     Tensor host = Tensor::make(const_cast<uint8_t*>(info->data), info->dtype,
                                cols == 0 ? 1 : rows, cols == 0 ? rows : cols);
     out_.bytes += host.bytes();

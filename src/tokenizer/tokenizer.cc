@@ -4,7 +4,9 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "io/gguf.h"
 #include "io/mapped_file.h"
+#include "tokenizer/gguf_tokenizer.h"
 #include "tokenizer/json_reader.h"
 #include "tokenizer/tokenizer_impl.h"
 #include "tokenizer/utf8.h"
@@ -185,6 +187,7 @@ void TokenizerImpl::encode_segment(std::string_view text, bool at_start,
 Tokenizer::Tokenizer(std::shared_ptr<const tok::TokenizerImpl> impl) : impl_(std::move(impl)) {}
 
 Tokenizer Tokenizer::load(const std::string& model_dir) {
+  if (is_gguf_file(model_dir)) return load_gguf_tokenizer(model_dir);
   const std::string path = model_dir + "/tokenizer.json";
   SPECD_CHECK(file_exists(path),
               "{}: no tokenizer.json (specd reads Hugging Face tokenizer.json files; "

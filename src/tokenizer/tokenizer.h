@@ -23,7 +23,7 @@ class DecodeStream;
 class Tokenizer {
  public:
   // Loads MODEL_DIR/tokenizer.json plus, when present, tokenizer_config.json and
-  // chat_template.jinja. Throws specd::Error naming the file and the problem.
+  // chat_template.jinja; MODEL_DIR may also be a GGUF file (see gguf_tokenizer.h). Throws specd::Error naming the file and the problem.
   static Tokenizer load(const std::string& model_dir);
   // Builds from tokenizer.json text and a tokenizer_config object. Each top-level key of
   // `overrides` replaces that key of tokenizer.json (used by tests to derive variants).

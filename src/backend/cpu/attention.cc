@@ -222,7 +222,7 @@ void AttentionItems(const AttentionArgs& a, int64_t begin, int64_t end,
       return ItemsT<hwy::float16_t>(a, begin, end, scratch);
     case DType::kBF16:
       return ItemsT<hwy::bfloat16_t>(a, begin, end, scratch);
-    case DType::kI32:
+    default:
       break;
   }
 }

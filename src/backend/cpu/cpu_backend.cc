@@ -83,7 +83,7 @@ Tensor CpuBackend::place_weight(const Tensor& host, DeviceBuffer* /*storage*/) {
 void CpuBackend::embedding(const Tensor& ids, const Tensor& table, Tensor& out) {
   check_host("embedding", {&ids, &table, &out});
   op_checks::embedding(ids, table, out);
-  const size_t row_bytes = static_cast<size_t>(table.stride) * dtype_size(table.dtype);
+  const size_t row_bytes = table.row_bytes();
   run(ids.cols, ids.cols * table.cols, [&](int64_t begin, int64_t end, int) {
     for (int64_t m = begin; m < end; ++m) {
       const char* src =
@@ -115,6 +115,12 @@ void CpuBackend::matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Te
   if (a.m == 0 || a.n == 0) return;
   const int64_t work = a.m * a.n * std::max<int64_t>(a.k, 1);
   if (a.m < kGemmMinRows || a.k == 0 || !cpu::have_gemm()) {
+    if (is_quantized(a.w_dtype)) {
+      run(
+          a.n, work, [&](int64_t begin, int64_t end, int) { cpu::matmul_quant(a, begin, end); },
+          kMatmulGrain);
+      return;
+    }
     run(
         a.n, work, [&](int64_t begin, int64_t end, int) { cpu::matmul_small(a, begin, end); },
         kMatmulGrain);

@@ -12,6 +12,7 @@
 
 #include "backend/cpu/kernels.h"
 #include "backend/cpu/simd-inl.h"
+#include "backend/quant_ref.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace specd::cpu {
@@ -43,7 +44,7 @@ void WidenRows(const void* src, DType dtype, int64_t src_stride, int64_t rows, i
     case DType::kBF16:
       return WidenRowsT(static_cast<const hwy::bfloat16_t*>(src), src_stride, rows, cols, dst,
                         dst_stride);
-    case DType::kI32:
+    default:
       break;
   }
 }
@@ -98,7 +99,7 @@ void RmsNormRows(const float* x, int64_t x_stride, const void* w, DType w_dtype,
     case DType::kBF16:
       return RmsNormT(x, x_stride, static_cast<const hwy::bfloat16_t*>(w), eps, y, y_stride, rows,
                       cols);
-    case DType::kI32:
+    default:
       break;
   }
 }
@@ -167,6 +168,14 @@ HWY_EXPORT(SiluMulRow);
 
 void widen_rows(const void* src, DType dtype, int64_t src_stride, int64_t rows, int64_t cols,
                 float* dst, int64_t dst_stride) {
+  if (is_quantized(dtype)) {
+    const size_t row_bytes = dtype_row_bytes(dtype, src_stride);
+    for (int64_t r = 0; r < rows; ++r) {
+      dequantize_row(dtype, static_cast<const char*>(src) + r * row_bytes, cols,
+                     dst + r * dst_stride);
+    }
+    return;
+  }
   HWY_DYNAMIC_DISPATCH(WidenRows)(src, dtype, src_stride, rows, cols, dst, dst_stride);
 }
 
@@ -181,7 +190,7 @@ void narrow_row(const float* src, int64_t n, DType dtype, void* dst) {
     case DType::kBF16:
       for (int64_t i = 0; i < n; ++i) static_cast<uint16_t*>(dst)[i] = f32_to_bf16(src[i]);
       return;
-    case DType::kI32:
+    default:
       break;
   }
 }

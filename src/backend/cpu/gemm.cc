@@ -50,7 +50,7 @@ void matmul_gemm(const MatmulArgs& a, int64_t n_begin, int64_t n_end, float* scr
       w = static_cast<const float*>(a.w) + n0 * a.w_stride;
       ldw = static_cast<int>(std::max(a.w_stride, a.k));
     } else {
-      const char* src = static_cast<const char*>(a.w) + n0 * a.w_stride * dtype_size(a.w_dtype);
+      const char* src = static_cast<const char*>(a.w) + dtype_row_bytes(a.w_dtype, n0 * a.w_stride);
       widen_rows(src, a.w_dtype, a.w_stride, nb, k, scratch, k);
       w = scratch;
       ldw = k;

@@ -11,7 +11,7 @@ namespace specd::cpu {
 struct MatmulArgs {
   const float* x = nullptr;  // [m, k] f32, row stride x_stride
   int64_t x_stride = 0;
-  const void* w = nullptr;  // [n, k] f32/f16/bf16, row stride w_stride
+  const void* w = nullptr;  // [n, k] f32/f16/bf16/quantised, row stride w_stride (elements)
   DType w_dtype = DType::kF32;
   int64_t w_stride = 0;
   const void* bias = nullptr;  // [1, n] f32/f16/bf16 or nullptr
@@ -25,6 +25,10 @@ struct MatmulArgs {
 // The batch-invariant small-M kernel: every (row, column) result is reduced in an order that
 // depends only on k (and the SIMD target), never on m or on [n_begin, n_end).
 void matmul_small(const MatmulArgs& args, int64_t n_begin, int64_t n_end);
+
+// The same contract for block-quantised weights (w_stride in elements, a whole number of
+// blocks; k a whole number of blocks).
+void matmul_quant(const MatmulArgs& args, int64_t n_begin, int64_t n_end);
 
 // Sets OpenBLAS to one thread (once per process): the pool parallelises over column blocks.
 // True if the build has the OpenBLAS prefill path.
@@ -41,7 +45,8 @@ int64_t gemm_block_rows(int64_t k);
 // GEMM rounding.
 void matmul_gemm(const MatmulArgs& args, int64_t n_begin, int64_t n_end, float* scratch);
 
-// dst[r][c] = src[r][c] widened to f32 for r < rows, c < cols. src: f32/f16/bf16.
+// dst[r][c] = src[r][c] widened to f32 for r < rows, c < cols. src: f32/f16/bf16, or a
+// block-quantised dtype (dequantised; src_stride and cols whole blocks).
 void widen_rows(const void* src, DType dtype, int64_t src_stride, int64_t rows, int64_t cols,
                 float* dst, int64_t dst_stride);
 

@@ -147,7 +147,7 @@ void MatmulSmall(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
       return Run<hwy::float16_t>(a, n_begin, n_end);
     case DType::kBF16:
       return Run<hwy::bfloat16_t>(a, n_begin, n_end);
-    case DType::kI32:
+    default:
       break;
   }
 }

@@ -1,0 +1,37 @@
+// Plain (scalar) dequantisation of ggml's block formats: the reference every kernel is tested
+// against. Layouts and arithmetic follow ggml's dequantize_row_* functions.
+#pragma once
+
+#include <cstdint>
+
+#include "core/dtype.h"
+
+namespace specd {
+
+// Block layouts (little-endian, packed; sizes as dtype_block_bytes).
+//   q8_0  [32]: f16 d, i8 qs[32]                                    y = d * q
+//   q4_0  [32]: f16 d, u8 qs[16] (low nibbles = y[0..16))           y = d * (q - 8)
+//   q4_1  [32]: f16 d, f16 m, u8 qs[16]                             y = d * q + m
+//   q5_0  [32]: f16 d, u8 qh[4] (5th bits), u8 qs[16]               y = d * (q - 16)
+//   q5_1  [32]: f16 d, f16 m, u8 qh[4], u8 qs[16]                   y = d * q + m
+//   q4_k [256]: f16 d, f16 dmin, u8 scales[12] (8 x 6-bit scale and min), u8 qs[128]
+//               sub-block j of 32: y = d * sc[j] * q - dmin * mn[j]
+//   q5_k [256]: f16 d, f16 dmin, u8 scales[12], u8 qh[32], u8 qs[128]
+//   q6_k [256]: u8 ql[128], u8 qh[64], i8 scales[16], f16 d        y = d * sc[j] * (q - 32)
+//
+// Dequantises `n` elements (a whole number of blocks) starting at `src` into dst. Also accepts
+// f32, f16 and bf16 (widening).
+void dequantize_row(DType dtype, const void* src, int64_t n, float* dst);
+
+// The 6-bit scale and min of sub-block j (0..7) of a q4_k/q5_k block's scales[12].
+inline void k_quant_scale_min(int j, const uint8_t* q, uint8_t* scale, uint8_t* min) {
+  if (j < 4) {
+    *scale = q[j] & 63;
+    *min = q[j + 4] & 63;
+  } else {
+    *scale = static_cast<uint8_t>((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
+    *min = static_cast<uint8_t>((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
+  }
+}
+
+}  // namespace specd

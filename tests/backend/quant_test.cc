@@ -1,0 +1,181 @@
+// Block-quantised weights: the dequantisation reference against gguf-py's golden values, and the
+// CPU matmul on blocks against the double reference, including batch invariance for M <= 16.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backend/cpu/cpu_backend.h"
+#include "backend/quant_ref.h"
+#include "backend/reference.h"
+#include "core/error.h"
+#include "core/npy.h"
+#include "io/gguf.h"
+#include "test_util.h"
+
+namespace specd {
+namespace {
+
+using backend_test::HostTensor;
+using backend_test::max_rel_error;
+using backend_test::same_bits;
+
+const DType kQuantTypes[] = {DType::kQ8_0, DType::kQ4_0, DType::kQ4_1, DType::kQ5_0,
+                             DType::kQ5_1, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K};
+
+CpuBackend& backend() {
+  static CpuBackend instance(2);
+  return instance;
+}
+
+std::string data_dir() { return std::string(SPECD_SOURCE_DIR) + "/tests/data/gguf/"; }
+
+// Offsets of the f16 scale (d) and min fields in a block of each format.
+std::vector<size_t> half_fields(DType dtype) {
+  switch (dtype) {
+    case DType::kQ4_1:
+    case DType::kQ5_1:
+    case DType::kQ4_K:
+    case DType::kQ5_K: return {0, 2};
+    case DType::kQ6_K: return {208};
+    default: return {0};
+  }
+}
+
+// A [rows, cols] weight of random blocks with finite, moderate scales.
+struct QuantWeight {
+  std::vector<uint8_t> bytes;
+  Tensor view;
+};
+
+QuantWeight random_quant(DType dtype, int64_t rows, int64_t cols, uint32_t seed) {
+  QuantWeight q;
+  const size_t row_bytes = dtype_row_bytes(dtype, cols);
+  q.bytes.resize(row_bytes * static_cast<size_t>(rows) + 64);
+  std::mt19937 rng(seed);
+  for (uint8_t& b : q.bytes) b = static_cast<uint8_t>(rng());
+  std::uniform_real_distribution<float> scale(0.002f, 0.05f), shift(-0.1f, 0.1f);
+  const size_t block_bytes = dtype_block_bytes(dtype);
+  const auto fields = half_fields(dtype);
+  for (size_t b = 0; b < row_bytes * rows / block_bytes; ++b) {
+    for (size_t f = 0; f < fields.size(); ++f) {
+      uint16_t h = f32_to_f16(f == 0 ? scale(rng) : shift(rng));
+      std::memcpy(q.bytes.data() + b * block_bytes + fields[f], &h, 2);
+    }
+  }
+  q.view = Tensor::make(q.bytes.data(), dtype, rows, cols);
+  return q;
+}
+
+TEST(QuantFormats, BlockSizes) {
+  EXPECT_EQ(dtype_row_bytes(DType::kQ4_0, 64), 36u);
+  EXPECT_EQ(dtype_row_bytes(DType::kQ6_K, 512), 420u);
+  EXPECT_EQ(dtype_row_bytes(DType::kF16, 3), 6u);
+  EXPECT_THROW(dtype_row_bytes(DType::kQ8_0, 48), Error);
+  EXPECT_THROW(dtype_size(DType::kQ4_K), Error);
+  EXPECT_TRUE(is_quantized(DType::kQ5_1));
+  EXPECT_FALSE(is_quantized(DType::kBF16));
+}
+
+// Golden values: tools/gguf/make_quant_fixtures.py dequantised each tensor with gguf-py.
+TEST(QuantFormats, DequantizeMatchesGgufPy) {
+  GgufFile file(data_dir() + "formats.gguf");
+  const char* names[] = {"f32", "f16", "bf16", "q8_0", "q4_0", "q4_1",
+                         "q5_0", "q5_1", "q4_k", "q5_k", "q6_k"};
+  for (const char* name : names) {
+    const GgufTensorInfo* t = file.header().find_tensor(name);
+    ASSERT_NE(t, nullptr) << name;
+    auto dtype = ggml_type_to_dtype(t->ggml_type);
+    ASSERT_TRUE(dtype.has_value()) << name;
+    EXPECT_EQ(dtype_name(*dtype), name);
+    NpyArray want = read_npy_f32(data_dir() + "dequant_" + name + ".npy");
+    ASSERT_EQ(want.shape.size(), 2u);
+    const int64_t rows = want.shape[0], cols = want.shape[1];
+    ASSERT_EQ(t->dims, (std::vector<uint64_t>{uint64_t(cols), uint64_t(rows)})) << name;
+    std::vector<float> got(static_cast<size_t>(cols));
+    size_t mismatches = 0;
+    float worst = 0;
+    for (int64_t r = 0; r < rows; ++r) {
+      dequantize_row(*dtype, t->data + r * dtype_row_bytes(*dtype, cols), cols, got.data());
+      for (int64_t c = 0; c < cols; ++c) {
+        float w = want.data[static_cast<size_t>(r * cols + c)];
+        float err = std::abs(got[static_cast<size_t>(c)] - w);
+        // gguf-py evaluates some products in another order: allow one rounding step.
+        if (err > 2e-7f * std::max(1.0f, std::abs(w))) ++mismatches;
+        worst = std::max(worst, err);
+      }
+    }
+    EXPECT_EQ(mismatches, 0u) << name << " worst abs error " << worst;
+  }
+}
+
+TEST(QuantMatmul, MatchesReference) {
+  const int64_t ms[] = {1, 2, 3, 5, 16, 17, 64, 65, 130};
+  uint32_t seed = 7;
+  for (DType dtype : kQuantTypes) {
+    const int64_t block = dtype_block_elems(dtype);
+    const int64_t ks[] = {block == 32 ? 96 : 256, 512, block == 32 ? 576 : 768};
+    for (int64_t m : ms) {
+      for (int64_t k : ks) {
+        const int64_t n = 37;
+        seed += 3;
+        HostTensor x = HostTensor(DType::kF32, m, k).random(seed);
+        QuantWeight w = random_quant(dtype, n, k, seed + 1);
+        HostTensor bias = HostTensor(DType::kF32, 1, n).random(seed + 2);
+        HostTensor y = HostTensor(DType::kF32, m, n).random(seed + 3);
+        HostTensor want = y.clone();
+        const bool accumulate = (seed & 1) != 0;
+        backend().matmul(x.t(), w.view, &bias.t(), y.t(), accumulate);
+        reference::matmul(x.t(), w.view, &bias.t(), want.t(), accumulate);
+        EXPECT_LE(max_rel_error(y.t(), want.t()), 1e-5)
+            << dtype_name(dtype) << " M=" << m << " K=" << k;
+      }
+    }
+  }
+}
+
+TEST(QuantMatmul, BatchInvariantUpTo16Rows) {
+  for (DType dtype : kQuantTypes) {
+    const int64_t k = 512, n = 45;
+    QuantWeight w = random_quant(dtype, n, k, 99);
+    HostTensor x = HostTensor(DType::kF32, 16, k).random(5);
+    HostTensor alone(DType::kF32, 16, n);
+    for (int64_t r = 0; r < 16; ++r) {
+      Tensor xr = x.t().slice_rows(r, 1), yr = alone.t().slice_rows(r, 1);
+      backend().matmul(xr, w.view, nullptr, yr, false);
+    }
+    for (int64_t m = 2; m <= 16; ++m) {
+      HostTensor y(DType::kF32, m, n);
+      Tensor xs = x.t().slice_rows(0, m);
+      backend().matmul(xs, w.view, nullptr, y.t(), false);
+      for (int64_t r = 0; r < m; ++r) {
+        EXPECT_TRUE(same_bits(y.t(), r, alone.t(), r)) << dtype_name(dtype) << " M=" << m;
+      }
+    }
+  }
+}
+
+TEST(QuantMatmul, EmbeddingDequantisesRows) {
+  for (DType dtype : kQuantTypes) {
+    QuantWeight table = random_quant(dtype, 10, 256, 3);
+    HostTensor ids = backend_test::i32_vector({9, 0, 4});
+    HostTensor got(DType::kF32, 3, 256), want(DType::kF32, 3, 256);
+    backend().embedding(ids.t(), table.view, got.t());
+    reference::embedding(ids.t(), table.view, want.t());
+    EXPECT_EQ(max_rel_error(got.t(), want.t()), 0.0) << dtype_name(dtype);
+  }
+}
+
+TEST(QuantMatmul, RejectsPartialBlocks) {
+  QuantWeight w = random_quant(DType::kQ4_0, 4, 64, 1);
+  Tensor bad = w.view;
+  bad.cols = 48;
+  bad.stride = 64;
+  HostTensor x(DType::kF32, 1, 48), y(DType::kF32, 1, 4);
+  EXPECT_THROW(backend().matmul(x.t(), bad, nullptr, y.t(), false), Error);
+}
+
+}  // namespace
+}  // namespace specd

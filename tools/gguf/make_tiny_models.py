@@ -1,0 +1,137 @@
+#!/usr/bin/env python3
+"""Writes tiny random-weight GGUF models (llama with every block format, qwen3 with q/k norms and
+tied embeddings, qwen2 with attention biases) with gguf-py, and the logits that Hugging Face
+transformers computes when it loads each file, for specd's GGUF architecture tests.
+
+    python tools/gguf/make_tiny_models.py tests/data/gguf
+
+Writes OUT/tiny_<arch>.gguf and OUT/tiny_<arch>_logits.npy ([len(IDS), vocab] float32).
+Q and K of llama are permuted as llama.cpp's converter does (transformers undoes it at load);
+k-quant tensors are random blocks (gguf-py cannot quantise to them), so their permutation is
+moot for the comparison: both sides read the same blocks.
+"""
+import sys
+from pathlib import Path
+
+import numpy as np
+import torch
+import gguf
+from gguf import GGMLQuantizationType as T
+from gguf.quants import quantize
+from transformers import AutoModelForCausalLM
+
+VOCAB, HIDDEN, FFN, LAYERS, HEADS, KV_HEADS, HEAD_DIM = 256, 256, 256, 2, 4, 2, 64
+IDS = [1, 17, 200, 3, 99, 45, 45, 128, 7, 255, 0, 64]
+
+# Tensor type of each weight per architecture (1-D norms and biases stay F32).
+LLAMA_TYPES = {"token_embd": T.Q8_0, "attn_q": T.Q4_K, "attn_k": T.Q5_K, "attn_v": T.Q6_K,
+               "attn_output": T.Q5_0, "ffn_gate": T.Q4_0, "ffn_up": T.Q4_1,
+               "ffn_down": T.Q5_1, "output": T.F16}
+QWEN3_TYPES = {"token_embd": T.BF16, "attn_q": T.Q8_0, "attn_k": T.Q8_0, "attn_v": T.F16,
+               "attn_output": T.Q4_K, "ffn_gate": T.Q6_K, "ffn_up": T.F16, "ffn_down": T.Q8_0}
+QWEN2_TYPES = {"token_embd": T.F16, "attn_q": T.Q8_0, "attn_k": T.Q8_0, "attn_v": T.Q8_0,
+               "attn_output": T.Q8_0, "ffn_gate": T.Q4_K, "ffn_up": T.Q4_K, "ffn_down": T.Q4_K,
+               "output": T.Q6_K}
+
+
+def permute(w, n_head):
+    return (w.reshape(n_head, 2, w.shape[0] // n_head // 2, *w.shape[1:])
+            .swapaxes(1, 2).reshape(w.shape))
+
+
+# gguf-py cannot quantise to k-quants: their weights are random blocks with scales that give
+# values of about the same size as the other weights. (d, dmin) offsets and magnitudes.
+K_SCALES = {T.Q4_K: ([0, 2], [3e-4, 3e-4]), T.Q5_K: ([0, 2], [1.5e-4, 1.5e-4]),
+            T.Q6_K: ([208], [8e-5])}
+
+
+def random_k_quant(rng, shape, qtype):
+    block_elems, block_bytes = gguf.GGML_QUANT_SIZES[qtype]
+    rows, n_blocks = shape[0], shape[1] // block_elems
+    raw = rng.integers(0, 256, size=(rows, n_blocks, block_bytes), dtype=np.uint8)
+    for offset, scale in zip(*K_SCALES[qtype]):
+        half = (rng.uniform(0.5, 1.5, size=(rows, n_blocks)) * scale).astype(np.float16)
+        raw[:, :, offset:offset + 2] = half.view(np.uint8).reshape(rows, n_blocks, 2)
+    return raw.reshape(rows, n_blocks * block_bytes)
+
+
+def add(writer, name, w, qtype, rng=None):
+    w = w.astype(np.float32)
+    if qtype in K_SCALES:
+        writer.add_tensor(name, random_k_quant(rng, w.shape, qtype), raw_dtype=qtype)
+    elif w.ndim == 1 or qtype == T.F32:
+        writer.add_tensor(name, w)
+    elif qtype == T.F16:
+        writer.add_tensor(name, w.astype(np.float16))
+    else:
+        writer.add_tensor(name, quantize(w, qtype), raw_dtype=qtype)
+
+
+def write_model(path, arch, types, rng):
+    # transformers reads no key_length for qwen3 and takes Qwen3's default head_dim of 128.
+    global HEADS, KV_HEADS, HEAD_DIM
+    HEADS, KV_HEADS, HEAD_DIM = (2, 1, 128) if arch == "qwen3" else (4, 2, 64)
+    writer = gguf.GGUFWriter(str(path), arch)
+    writer.add_block_count(LAYERS)
+    writer.add_context_length(128)
+    writer.add_embedding_length(HIDDEN)
+    writer.add_feed_forward_length(FFN)
+    writer.add_head_count(HEADS)
+    writer.add_head_count_kv(KV_HEADS)
+    writer.add_key_length(HEAD_DIM)
+    writer.add_value_length(HEAD_DIM)
+    writer.add_rope_freq_base(10000.0 if arch == "llama" else 1000000.0)
+    writer.add_layer_norm_rms_eps(1e-6)
+    writer.add_rope_dimension_count(HEAD_DIM)
+    writer.add_vocab_size(VOCAB)
+    writer.add_file_type(1)
+    def w(*shape, scale=0.08):
+        return rng.standard_normal(shape).astype(np.float32) * scale
+    add(writer, "token_embd.weight", w(VOCAB, HIDDEN, scale=1.0), types["token_embd"], rng)
+    for l in range(LAYERS):
+        p = f"blk.{l}."
+        q, k = w(HEADS * HEAD_DIM, HIDDEN), w(KV_HEADS * HEAD_DIM, HIDDEN)
+        if arch == "llama":
+            q, k = permute(q, HEADS), permute(k, KV_HEADS)
+        add(writer, p + "attn_norm.weight", 1 + w(HIDDEN, scale=0.1), None)
+        add(writer, p + "attn_q.weight", q, types["attn_q"], rng)
+        add(writer, p + "attn_k.weight", k, types["attn_k"], rng)
+        add(writer, p + "attn_v.weight", w(KV_HEADS * HEAD_DIM, HIDDEN), types["attn_v"], rng)
+        add(writer, p + "attn_output.weight", w(HIDDEN, HEADS * HEAD_DIM), types["attn_output"], rng)
+        if arch == "qwen2":
+            add(writer, p + "attn_q.bias", w(HEADS * HEAD_DIM, scale=0.5), None)
+            add(writer, p + "attn_k.bias", w(KV_HEADS * HEAD_DIM, scale=0.5), None)
+            add(writer, p + "attn_v.bias", w(KV_HEADS * HEAD_DIM, scale=0.5), None)
+        if arch == "qwen3":
+            add(writer, p + "attn_q_norm.weight", 1 + w(HEAD_DIM, scale=0.1), None)
+            add(writer, p + "attn_k_norm.weight", 1 + w(HEAD_DIM, scale=0.1), None)
+        add(writer, p + "ffn_norm.weight", 1 + w(HIDDEN, scale=0.1), None)
+        add(writer, p + "ffn_gate.weight", w(FFN, HIDDEN), types["ffn_gate"], rng)
+        add(writer, p + "ffn_up.weight", w(FFN, HIDDEN), types["ffn_up"], rng)
+        add(writer, p + "ffn_down.weight", w(HIDDEN, FFN), types["ffn_down"], rng)
+    add(writer, "output_norm.weight", 1 + w(HIDDEN, scale=0.1), None)
+    if "output" in types:
+        add(writer, "output.weight", w(VOCAB, HIDDEN), types["output"], rng)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+
+
+def main():
+    out = Path(sys.argv[1] if len(sys.argv) > 1 else "tests/data/gguf")
+    out.mkdir(parents=True, exist_ok=True)
+    for seed, (arch, types) in enumerate([("llama", LLAMA_TYPES), ("qwen3", QWEN3_TYPES),
+                                          ("qwen2", QWEN2_TYPES)]):
+        path = out / f"tiny_{arch}.gguf"
+        write_model(path, arch, types, np.random.default_rng(1000 + seed))
+        model = AutoModelForCausalLM.from_pretrained(str(out), gguf_file=path.name,
+                                                     torch_dtype=torch.float32)
+        with torch.no_grad():
+            logits = model(torch.tensor([IDS])).logits[0].float().numpy()
+        np.save(out / f"tiny_{arch}_logits.npy", logits.astype(np.float32))
+        print(arch, path.stat().st_size, "bytes; logits", logits.shape, float(abs(logits).max()))
+
+
+if __name__ == "__main__":
+    main()
