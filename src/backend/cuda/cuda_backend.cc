@@ -213,6 +213,8 @@ void CudaBackend::run_recorded(uint64_t key, const std::function<void()>& ops) {
 void CudaBackend::embedding(const Tensor& ids, const Tensor& table, Tensor& out) {
   check_device("embedding", index_, {&ids, &table, &out});
   op_checks::embedding(ids, table, out, /*read_indices=*/false);
+  SPECD_CHECK(!is_quantized(table.dtype), "cuda embedding: {} tables have no CUDA kernel yet",
+              dtype_name(table.dtype));
   if (ids.cols == 0) return;
   cuda::embedding(ids.ptr<const int32_t>(), ids.cols, table.data, table.dtype, table.stride,
                   table.rows, table.cols, out.ptr<float>(), out.stride, stream_);
@@ -237,6 +239,8 @@ void CudaBackend::run_matmuls(const Tensor& x, std::span<const MatmulPart> parts
     check_device("matmul", index_, {&x, p.w, p.y});
     if (p.bias != nullptr) check_device("matmul", index_, {p.bias});
     op_checks::matmul(x, *p.w, p.bias, *p.y);
+    SPECD_CHECK(!is_quantized(p.w->dtype), "cuda matmul: {} weights have no CUDA kernel yet",
+                dtype_name(p.w->dtype));
     cuda::MatmulArgs& a = group.part[group.count];
     a.x = x.ptr<const float>();
     a.x_stride = x.stride;
