@@ -1,14 +1,13 @@
 // make_random_model: writes a random-weight model in Hugging Face format (config.json,
 // generation_config.json, model.safetensors) for tests, benchmarks and the demo.
 #include <CLI/CLI.hpp>
-#include <nlohmann/json.hpp>
-
 #include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <thread>
 
 #include "core/dtype.h"
@@ -32,8 +31,7 @@ const std::map<std::string, Shape>& presets() {
   static const std::map<std::string, Shape> table = {
       {"qwen3-0.6b", Shape{}},
       {"qwen3-tiny", Shape{"Qwen3ForCausalLM", 4096, 256, 768, 4, 4, 2, 64, true, 1000000}},
-      {"llama-3.2-1b",
-       Shape{"LlamaForCausalLM", 128256, 2048, 8192, 16, 32, 8, 64, true, 500000}},
+      {"llama-3.2-1b", Shape{"LlamaForCausalLM", 128256, 2048, 8192, 16, 32, 8, 64, true, 500000}},
       {"llama-3.1-8b",
        Shape{"LlamaForCausalLM", 128256, 4096, 14336, 32, 32, 8, 128, false, 500000}},
   };
@@ -109,8 +107,8 @@ void write_model(const Shape& s, DType dtype, const std::string& out, uint64_t s
   auto worker = [&] {
     for (size_t i = next++; i < specs.size(); i = next++) {
       Random rng{seed * 0x9E3779B97F4A7C15ull + i};
-      tensors[i] = make_tensor(specs[i].name, specs[i].shape, dtype, rng, specs[i].center,
-                               specs[i].spread);
+      tensors[i] =
+          make_tensor(specs[i].name, specs[i].shape, dtype, rng, specs[i].center, specs[i].spread);
       std::fprintf(stderr, "\rgenerated %zu / %zu tensors", ++done, specs.size());
     }
   };
@@ -157,7 +155,9 @@ int main(int argc, char** argv) {
   int layers = 0;
   std::vector<std::string> names;
   for (const auto& [name, shape] : presets()) names.push_back(name);
-  app.add_option("--preset", preset, "Model shape")->check(CLI::IsMember(names))->capture_default_str();
+  app.add_option("--preset", preset, "Model shape")
+      ->check(CLI::IsMember(names))
+      ->capture_default_str();
   app.add_option("-o,--out", out, "Output directory")->required();
   app.add_option("--dtype", dtype_text, "Weight dtype")
       ->check(CLI::IsMember({"bf16", "f16", "f32"}))
@@ -168,7 +168,9 @@ int main(int argc, char** argv) {
   try {
     Shape shape = presets().at(preset);
     if (layers > 0) shape.layers = layers;
-    DType dtype = dtype_text == "f32" ? DType::kF32 : dtype_text == "f16" ? DType::kF16 : DType::kBF16;
+    DType dtype = dtype_text == "f32"   ? DType::kF32
+                  : dtype_text == "f16" ? DType::kF16
+                                        : DType::kBF16;
     write_model(shape, dtype, out, seed);
     std::fprintf(stderr, "wrote %s (%s, %s)\n", out.c_str(), preset.c_str(), dtype_text.c_str());
   } catch (const std::exception& e) {

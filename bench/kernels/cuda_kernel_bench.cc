@@ -26,7 +26,8 @@ DeviceTensor random_tensor(Backend& b, DType dtype, int64_t rows, int64_t cols, 
   std::vector<uint8_t> host(static_cast<size_t>(rows * cols) * dtype_size(dtype));
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  for (int64_t i = 0; i < rows * cols; ++i) store_from_f32(host.data(), dtype, i, dist(rng) * 0.05f);
+  for (int64_t i = 0; i < rows * cols; ++i)
+    store_from_f32(host.data(), dtype, i, dist(rng) * 0.05f);
   DeviceTensor out;
   out.buffer = b.alloc(host.size());
   b.copy_to_device(out.buffer.data(), host.data(), host.size());
@@ -50,8 +51,10 @@ void bench_matmuls(Backend& b, double bandwidth) {
     const char* name;
     int64_t n, k;
   };
-  const Shape shapes[] = {{"wq/wo 4096x4096", 4096, 4096},   {"wk/wv 1024x4096", 1024, 4096},
-                          {"gate/up 14336x4096", 14336, 4096}, {"down 4096x14336", 4096, 14336},
+  const Shape shapes[] = {{"wq/wo 4096x4096", 4096, 4096},
+                          {"wk/wv 1024x4096", 1024, 4096},
+                          {"gate/up 14336x4096", 14336, 4096},
+                          {"down 4096x14336", 4096, 14336},
                           {"lm_head 128256x4096", 128256, 4096}};
   for (const Shape& s : shapes) {
     const size_t bytes = static_cast<size_t>(s.n * s.k) * 2;
@@ -62,9 +65,8 @@ void bench_matmuls(Backend& b, double bandwidth) {
       DeviceTensor x = random_tensor(b, DType::kF32, m, s.k, 99);
       DeviceTensor y = random_tensor(b, DType::kF32, m, s.n, 98);
       const int calls = m > 16 ? 20 : 100;
-      const double t = time_per_call(b, calls, [&](int i) {
-        b.matmul(x.t, w[i % copies].t, nullptr, y.t, false);
-      });
+      const double t = time_per_call(
+          b, calls, [&](int i) { b.matmul(x.t, w[i % copies].t, nullptr, y.t, false); });
       const double gbs = bytes / t / 1e9;
       std::printf("matmul %-22s M=%-4lld %9.1f us %8.0f GB/s %6.1f%% of copy %8.1f TFLOP/s\n",
                   s.name, static_cast<long long>(m), t * 1e6, gbs, 100 * gbs * 1e9 / bandwidth,
@@ -78,8 +80,8 @@ void bench_attention(Backend& b) {
   const int64_t width = kv_heads * head_dim;
   DeviceTensor k = random_tensor(b, DType::kBF16, capacity, width, 1);
   DeviceTensor v = random_tensor(b, DType::kBF16, capacity, width, 2);
-  KvLayerView cache{k.t.data, v.t.data, DType::kBF16, capacity, 1, capacity * width, kv_heads,
-                    head_dim};
+  KvLayerView cache{k.t.data, v.t.data,         DType::kBF16, capacity,
+                    1,        capacity * width, kv_heads,     head_dim};
   for (int context : {384, 2048}) {
     for (int m : {1, 9}) {
       std::vector<int32_t> idx(m), slots(m, 0);
@@ -95,9 +97,8 @@ void bench_attention(Backend& b) {
       rows.positions = rows.cache_index;
       DeviceTensor q = random_tensor(b, DType::kF32, m, heads * head_dim, 3);
       DeviceTensor out = random_tensor(b, DType::kF32, m, heads * head_dim, 4);
-      const double t = time_per_call(b, 200, [&](int) {
-        b.attention(q.t, heads, cache, rows, 0.088f, out.t);
-      });
+      const double t =
+          time_per_call(b, 200, [&](int) { b.attention(q.t, heads, cache, rows, 0.088f, out.t); });
       std::printf("attention context=%-5d M=%-2d %9.1f us\n", context, m, t * 1e6);
     }
   }

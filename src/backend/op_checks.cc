@@ -147,8 +147,8 @@ void silu_mul(const Tensor& gate, const Tensor& up, const Tensor& out) {
   check_f32("silu_mul", "out", out, gate.rows, gate.cols);
 }
 
-void store_kv(const Tensor& k, const Tensor& v, const KvLayerView& cache,
-              const AttentionRows& rows, bool read_indices) {
+void store_kv(const Tensor& k, const Tensor& v, const KvLayerView& cache, const AttentionRows& rows,
+              bool read_indices) {
   check_cache("store_kv", cache);
   int64_t width = static_cast<int64_t>(cache.n_kv_heads) * cache.head_dim;
   check_f32("store_kv", "k", k, k.rows, width);

@@ -10,8 +10,7 @@ namespace specd::op_checks {
 // Each function throws specd::Error naming the op and the offending argument. With
 // read_indices == false (index tensors in device memory) only shapes are checked; the caller
 // validated the index values on the host, and the kernels skip out-of-range rows.
-void embedding(const Tensor& ids, const Tensor& table, const Tensor& out,
-               bool read_indices = true);
+void embedding(const Tensor& ids, const Tensor& table, const Tensor& out, bool read_indices = true);
 void matmul(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& y);
 void rms_norm(const Tensor& x, const Tensor& weight, const Tensor& y);
 // Also checks that every position is inside the table.
@@ -19,8 +18,8 @@ void rope(const Tensor& x, int n_heads, const Tensor& positions, const RopeTable
           bool read_indices = true);
 void silu_mul(const Tensor& gate, const Tensor& up, const Tensor& out);
 // Checks shapes and that every row's (slot, cache_index) is inside the cache.
-void store_kv(const Tensor& k, const Tensor& v, const KvLayerView& cache,
-              const AttentionRows& rows, bool read_indices = true);
+void store_kv(const Tensor& k, const Tensor& v, const KvLayerView& cache, const AttentionRows& rows,
+              bool read_indices = true);
 // Checks shapes and that every entry a row can see is inside its slot.
 void attention(const Tensor& q, int n_heads, const KvLayerView& cache, const AttentionRows& rows,
                const Tensor& out, bool read_indices = true);

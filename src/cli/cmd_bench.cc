@@ -2,12 +2,11 @@
 // with decode speed as a fraction of the memory-bandwidth roofline measured in the same run.
 #include <sys/resource.h>
 
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
 #include <cstdio>
 #include <ctime>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <numeric>
 #include <sstream>
 
@@ -51,7 +50,9 @@ struct ModeResult {
   GenerationStats total;  // sums over prompts
   double decode_tokens = 0;
   bool identical = true;  // same tokens as plain decoding (meaningful at T = 0)
-  double tok_s() const { return total.decode_seconds > 0 ? decode_tokens / total.decode_seconds : 0; }
+  double tok_s() const {
+    return total.decode_seconds > 0 ? decode_tokens / total.decode_seconds : 0;
+  }
 };
 
 std::string cpu_name() {
@@ -156,10 +157,9 @@ void run_bench(BenchOptions& o) {
   std::unique_ptr<Tokenizer> tokenizer = load_tokenizer_if_present(o.load.model_dir);
   ModelConfig config = load_model_config(o.load.model_dir);
   std::vector<std::vector<int32_t>> prompts =
-      o.prompts_file.empty()
-          ? random_prompts(o.num_prompts > 0 ? o.num_prompts : 4, o.prompt_len, config.vocab_size,
-                           o.seed)
-          : read_prompt_file(o.prompts_file, tokenizer.get(), o.num_prompts);
+      o.prompts_file.empty() ? random_prompts(o.num_prompts > 0 ? o.num_prompts : 4, o.prompt_len,
+                                              config.vocab_size, o.seed)
+                             : read_prompt_file(o.prompts_file, tokenizer.get(), o.num_prompts);
   size_t longest = 0;
   for (const auto& p : prompts) longest = std::max(longest, p.size());
   if (o.load.context == 0) o.load.context = static_cast<int>(longest) + o.gen_len + 1;
@@ -168,7 +168,8 @@ void run_bench(BenchOptions& o) {
   o.load.threads = threads;
   LoadedModel target = load_model(o.load);
 
-  if (o.modes.empty()) o.modes = o.spec.draft_dir.empty() ? "ngram,ngram@4" : "draft,draft@4,ngram+draft";
+  if (o.modes.empty())
+    o.modes = o.spec.draft_dir.empty() ? "ngram,ngram@4" : "draft,draft@4,ngram+draft";
   std::vector<std::string> modes = split_modes(o.modes);
   SamplingParams params;
   params.temperature = o.temperature;
@@ -183,7 +184,8 @@ void run_bench(BenchOptions& o) {
   for (const std::string& spec : modes) {
     std::string mode = spec.substr(0, spec.find('@'));
     SpecOptions options = o.spec;
-    if (spec.find('@') != std::string::npos) options.draft_fixed = std::stoi(spec.substr(spec.find('@') + 1));
+    if (spec.find('@') != std::string::npos)
+      options.draft_fixed = std::stoi(spec.substr(spec.find('@') + 1));
     std::unique_ptr<OracleDrafter> oracle;
     Speculation s;
     if (mode != "oracle") {
@@ -203,8 +205,10 @@ void run_bench(BenchOptions& o) {
       }
       Generator generator(*target.model, *target.kv, drafter, options.lengths());
       GenerationResult result = generator.generate(GenerateRequest{prompts[i], o.gen_len, params});
-      if (spec == "none") plain_outputs.push_back(result.tokens);
-      else r.identical = r.identical && result.tokens == plain_outputs[i];
+      if (spec == "none")
+        plain_outputs.push_back(result.tokens);
+      else
+        r.identical = r.identical && result.tokens == plain_outputs[i];
       accumulate(r, result.stats);
     }
     results.push_back(r);
@@ -228,8 +232,8 @@ void run_bench(BenchOptions& o) {
   OJson modes_json = OJson::array();
   for (const auto& r : results) modes_json.push_back(mode_json(r, plain_tok_s));
   OJson out = {
-      {"device", target.backend->device().kind == DeviceKind::kCpu ? cpu_name()
-                                                                   : target.backend->describe()},
+      {"device",
+       target.backend->device().kind == DeviceKind::kCpu ? cpu_name() : target.backend->describe()},
       {"backend", target.backend->describe()},
       {"threads", threads},
       {"date", utc_now()},
@@ -273,12 +277,13 @@ void run_bench(BenchOptions& o) {
   }
   std::printf("%s, %s, %zu prompts x %d tokens, T=%.2f\n", cpu_name().c_str(),
               target.backend->describe().c_str(), prompts.size(), o.gen_len, o.temperature);
-  std::printf("prefill %.1f tok/s | plain decode %.2f tok/s = %.1f%% of the %.2f tok/s roofline "
-              "(%.2f GB/s) | verify 5 / 9 rows = %.2fx / %.2fx one decode step | peak RSS %.0f MiB "
-              "(weights + KV %.0f MiB)\n",
-              out["prefill_tok_s"].get<double>(), plain_tok_s, 100 * plain_tok_s / roofline,
-              roofline, bandwidth / 1e9, five_rows / one_row, nine_rows / one_row, rss / 1048576.0,
-              (weights + kv) / 1048576.0);
+  std::printf(
+      "prefill %.1f tok/s | plain decode %.2f tok/s = %.1f%% of the %.2f tok/s roofline "
+      "(%.2f GB/s) | verify 5 / 9 rows = %.2fx / %.2fx one decode step | peak RSS %.0f MiB "
+      "(weights + KV %.0f MiB)\n",
+      out["prefill_tok_s"].get<double>(), plain_tok_s, 100 * plain_tok_s / roofline, roofline,
+      bandwidth / 1e9, five_rows / one_row, nine_rows / one_row, rss / 1048576.0,
+      (weights + kv) / 1048576.0);
   std::printf("%-16s %10s %8s %11s %7s %8s %10s\n", "mode", "tok/s", "speedup", "accept len",
               "draft%", "verify%", "identical");
   for (const auto& m : modes_json) {
@@ -295,8 +300,9 @@ void run_bench(BenchOptions& o) {
 void register_bench_command(CLI::App& app) {
   auto options = std::make_shared<BenchOptions>();
   CLI::App* cmd = app.add_subcommand(
-      "bench", "Compare plain and speculative decoding on the same prompts (tok/s, speedup, "
-               "acceptance, roofline)");
+      "bench",
+      "Compare plain and speculative decoding on the same prompts (tok/s, speedup, "
+      "acceptance, roofline)");
   add_model_options(*cmd, options->load, options->kv_dtype);
   options->spec.add_to(*cmd, false);
   cmd->add_option("--modes", options->modes,

@@ -59,8 +59,7 @@ void Transformer::set_hidden_capture(std::vector<int> layers) {
 }
 
 Tensor Transformer::hidden(size_t capture_index) const {
-  SPECD_CHECK(capture_index < capture_layers_.size(), "no hidden-state capture {}",
-              capture_index);
+  SPECD_CHECK(capture_index < capture_layers_.size(), "no hidden-state capture {}", capture_index);
   const int64_t d = config_.hidden_size;
   auto* base = static_cast<float*>(captured_.data()) + capture_index * limits_.max_rows * d;
   return Tensor::make(base, DType::kF32, last_rows_, d, backend_.device());
@@ -84,8 +83,7 @@ uint64_t Transformer::recording_key(const ForwardBatch& batch, const KvCache& kv
 
 Tensor Transformer::forward(const ForwardBatch& batch, KvCache& kv) {
   const int m = batch.n_rows;
-  SPECD_CHECK(m > 0 && m <= limits_.max_rows, "forward of {} rows (limit {})", m,
-              limits_.max_rows);
+  SPECD_CHECK(m > 0 && m <= limits_.max_rows, "forward of {} rows (limit {})", m, limits_.max_rows);
   const int n_logits = batch.logit_rows ? batch.n_logit_rows : m;
   SPECD_CHECK(n_logits >= 0 && n_logits <= limits_.max_logit_rows,
               "{} logit rows requested (limit {})", n_logits, limits_.max_logit_rows);
@@ -146,43 +144,44 @@ Tensor Transformer::forward(const ForwardBatch& batch, KvCache& kv) {
                 batch.logit_rows[i]);
   }
   auto layers = [&] {
-  backend_.embedding(index_view(0), weights_.embed, x);
-  capture(0);
-  for (int l = 0; l < c.n_layers; ++l) {
-    const LayerWeights& w = weights_.layers[l];
-    const KvLayerView cache = kv.layer(l);
-    backend_.rms_norm(x, w.input_norm, eps, h);
-    const MatmulPart qkv[] = {{&w.wq, bias(w.bq), &q}, {&w.wk, bias(w.bk), &k},
-                              {&w.wv, bias(w.bv), &v}};
-    backend_.matmul_group(h, qkv);
-    if (c.qk_norm) {
-      Tensor q_heads = q.reshape_cols(c.head_dim), k_heads = k.reshape_cols(c.head_dim);
-      backend_.rms_norm(q_heads, w.q_norm, eps, q_heads);
-      backend_.rms_norm(k_heads, w.k_norm, eps, k_heads);
+    backend_.embedding(index_view(0), weights_.embed, x);
+    capture(0);
+    for (int l = 0; l < c.n_layers; ++l) {
+      const LayerWeights& w = weights_.layers[l];
+      const KvLayerView cache = kv.layer(l);
+      backend_.rms_norm(x, w.input_norm, eps, h);
+      const MatmulPart qkv[] = {
+          {&w.wq, bias(w.bq), &q}, {&w.wk, bias(w.bk), &k}, {&w.wv, bias(w.bv), &v}};
+      backend_.matmul_group(h, qkv);
+      if (c.qk_norm) {
+        Tensor q_heads = q.reshape_cols(c.head_dim), k_heads = k.reshape_cols(c.head_dim);
+        backend_.rms_norm(q_heads, w.q_norm, eps, q_heads);
+        backend_.rms_norm(k_heads, w.k_norm, eps, k_heads);
+      }
+      backend_.rope(q, c.n_heads, rows.positions, rope_);
+      backend_.rope(k, c.n_kv_heads, rows.positions, rope_);
+      backend_.store_kv(k, v, cache, rows);
+      backend_.attention(q, c.n_heads, cache, rows, scale, attn);
+      backend_.matmul(attn, w.wo, bias(w.bo), x, true);
+      backend_.rms_norm(x, w.post_norm, eps, h);
+      const MatmulPart gate_up[] = {{&w.w_gate, bias(w.b_gate), &gate},
+                                    {&w.w_up, bias(w.b_up), &up}};
+      backend_.matmul_group(h, gate_up);
+      backend_.silu_mul(gate, up, gate);
+      backend_.matmul(gate, w.w_down, bias(w.b_down), x, true);
+      capture(l + 1);
     }
-    backend_.rope(q, c.n_heads, rows.positions, rope_);
-    backend_.rope(k, c.n_kv_heads, rows.positions, rope_);
-    backend_.store_kv(k, v, cache, rows);
-    backend_.attention(q, c.n_heads, cache, rows, scale, attn);
-    backend_.matmul(attn, w.wo, bias(w.bo), x, true);
-    backend_.rms_norm(x, w.post_norm, eps, h);
-    const MatmulPart gate_up[] = {{&w.w_gate, bias(w.b_gate), &gate}, {&w.w_up, bias(w.b_up), &up}};
-    backend_.matmul_group(h, gate_up);
-    backend_.silu_mul(gate, up, gate);
-    backend_.matmul(gate, w.w_down, bias(w.b_down), x, true);
-    capture(l + 1);
-  }
 
-  if (batch.logit_rows == nullptr) {
-    backend_.rms_norm(x, weights_.final_norm, eps, normed);
-  } else {
-    for (int i = 0; i < n_logits; ++i) {
-      int r = batch.logit_rows[i];
-      Tensor dst = normed.slice_rows(i, 1);
-      backend_.rms_norm(x.slice_rows(r, 1), weights_.final_norm, eps, dst);
+    if (batch.logit_rows == nullptr) {
+      backend_.rms_norm(x, weights_.final_norm, eps, normed);
+    } else {
+      for (int i = 0; i < n_logits; ++i) {
+        int r = batch.logit_rows[i];
+        Tensor dst = normed.slice_rows(i, 1);
+        backend_.rms_norm(x.slice_rows(r, 1), weights_.final_norm, eps, dst);
+      }
     }
-  }
-  if (n_logits > 0) backend_.matmul(normed, weights_.lm_head, nullptr, logits, false);
+    if (n_logits > 0) backend_.matmul(normed, weights_.lm_head, nullptr, logits, false);
   };
   if (m <= kSmallBatch) {
     backend_.run_recorded(recording_key(batch, kv), layers);  // decode and verification

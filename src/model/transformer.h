@@ -25,7 +25,7 @@ struct ForwardBatch {
 };
 
 struct TransformerLimits {
-  int max_rows = 512;       // rows per forward; longer prompts are prefilled in chunks
+  int max_rows = 512;  // rows per forward; longer prompts are prefilled in chunks
   int max_logit_rows = kSmallBatch;
   int max_positions = 4096;  // RoPE table size (>= the KV cache capacity)
 };

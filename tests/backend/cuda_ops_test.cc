@@ -42,8 +42,8 @@ class CudaOps : public testing::Test {
   // A device copy of `host` (same shape and stride).
   Tensor upload(const HostTensor& host) {
     const Tensor& t = host.t();
-    size_t bytes = static_cast<size_t>(std::max<int64_t>(1, t.rows) * t.stride) *
-                   dtype_size(t.dtype);
+    size_t bytes =
+        static_cast<size_t>(std::max<int64_t>(1, t.rows) * t.stride) * dtype_size(t.dtype);
     buffers_.push_back(backend_->alloc(bytes));
     backend_->copy_to_device(buffers_.back().data(), t.data, bytes);
     Tensor out = t;
@@ -66,8 +66,8 @@ class CudaOps : public testing::Test {
 
 TEST_F(CudaOps, MatmulMatchesReference) {
   const int64_t ms[] = {1, 3, 8, 9, 16, 17, 64, 300};
-  const std::pair<int64_t, int64_t> kn[] = {{64, 48}, {136, 33}, {1024, 1000}, {4096, 256},
-                                            {13, 9}};
+  const std::pair<int64_t, int64_t> kn[] = {
+      {64, 48}, {136, 33}, {1024, 1000}, {4096, 256}, {13, 9}};
   uint32_t seed = 1;
   for (DType dtype : {DType::kBF16, DType::kF16, DType::kF32}) {
     for (int64_t m : ms) {
@@ -94,7 +94,8 @@ TEST_F(CudaOps, MatmulMatchesReference) {
 }
 
 TEST_F(CudaOps, MatmulIsBatchInvariant) {
-  for (auto [k, n] : std::vector<std::pair<int64_t, int64_t>>{{4096, 1024}, {512, 4096}, {72, 40}}) {
+  for (auto [k, n] :
+       std::vector<std::pair<int64_t, int64_t>>{{4096, 1024}, {512, 4096}, {72, 40}}) {
     HostTensor x = HostTensor(DType::kF32, kSmallBatch, k).random(11);
     HostTensor w = HostTensor(DType::kBF16, n, k).random(12);
     Tensor dx = upload(x), dw = upload(w);
@@ -202,8 +203,8 @@ TEST_F(CudaOps, AttentionMatchesReferenceAndIsInvariant) {
     HostTensor k_cache(cache_dtype, capacity, width), v_cache(cache_dtype, capacity, width);
     HostTensor keys = HostTensor(DType::kF32, capacity, width).random(21);
     HostTensor values = HostTensor(DType::kF32, capacity, width).random(22);
-    KvLayerView host_view{k_cache.t().data, v_cache.t().data, cache_dtype, capacity, 1,
-                          int64_t{capacity} * width, kv_heads, head_dim};
+    KvLayerView host_view{k_cache.t().data,          v_cache.t().data, cache_dtype, capacity, 1,
+                          int64_t{capacity} * width, kv_heads,         head_dim};
     KvLayerView dev_view = host_view;
     Tensor dk = upload(k_cache), dv = upload(v_cache);
     dev_view.k = dk.data;

@@ -14,7 +14,7 @@ namespace specd::cuda {
 namespace {
 
 constexpr int kThreads = 128;
-constexpr int kMaxGroup = 16;     // query heads per KV head handled by one block
+constexpr int kMaxGroup = 16;  // query heads per KV head handled by one block
 constexpr int kMaxHeadDim = 256;
 constexpr int kMaxShared = 96 * 1024;  // dynamic shared memory bytes per block
 constexpr int kMaxChunks = 32;         // cache chunks per row (see attention_chunk)
@@ -78,11 +78,11 @@ __global__ void __launch_bounds__(kThreads)
   extern __shared__ float shared[];
   const int group = a.n_heads / a.cache.n_kv_heads;
   const int hd = a.cache.head_dim;
-  const int n_dg = hd / 8, n_es = kThreads / n_dg;  // p·V: dim groups x entry subsets
-  float* q = shared;                                   // [group, hd]
-  float* scores = q + group * hd;                      // [group, chunk]
+  const int n_dg = hd / 8, n_es = kThreads / n_dg;             // p·V: dim groups x entry subsets
+  float* q = shared;                                           // [group, hd]
+  float* scores = q + group * hd;                              // [group, chunk]
   int* list = reinterpret_cast<int*>(scores + group * chunk);  // [chunk]
-  float* red = reinterpret_cast<float*>(list + chunk);          // [n_es, kHeadsPerPass, hd]
+  float* red = reinterpret_cast<float*>(list + chunk);         // [n_es, kHeadsPerPass, hd]
   __shared__ float head_max[kMaxGroup], head_sum[kMaxGroup];
   const int kv_head = blockIdx.x;
   const int64_t m = blockIdx.y, ch = blockIdx.z;
@@ -205,7 +205,8 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// out[m, head] = sum over chunks of exp(max_c - max) acc_c / sum over chunks of exp(max_c - max) sum_c.
+// out[m, head] = sum over chunks of exp(max_c - max) acc_c / sum over chunks of exp(max_c - max)
+// sum_c.
 __global__ void attention_combine_kernel(AttentionArgs a, int64_t n_chunks, const float* partials) {
   __shared__ float weight[kMaxChunks];  // exp(max_c - max), 0 for empty chunks
   __shared__ float sums[kMaxChunks];

@@ -232,8 +232,7 @@ void CudaBackend::matmul_group(const Tensor& x, std::span<const MatmulPart> part
   run_matmuls(x, parts, false);
 }
 
-void CudaBackend::run_matmuls(const Tensor& x, std::span<const MatmulPart> parts,
-                              bool accumulate) {
+void CudaBackend::run_matmuls(const Tensor& x, std::span<const MatmulPart> parts, bool accumulate) {
   cuda::MatmulGroup group;
   for (const MatmulPart& p : parts) {
     check_device("matmul", index_, {&x, p.w, p.y});

@@ -90,9 +90,9 @@ __global__ void silu_mul_kernel(const float* gate, int64_t gate_stride, const fl
   }
 }
 
-__global__ void store_kv_kernel(const float* k, int64_t k_stride, const float* v,
-                                int64_t v_stride, int64_t m, CacheArgs cache,
-                                const int32_t* slots, const int32_t* cache_index) {
+__global__ void store_kv_kernel(const float* k, int64_t k_stride, const float* v, int64_t v_stride,
+                                int64_t m, CacheArgs cache, const int32_t* slots,
+                                const int32_t* cache_index) {
   wait_for_inputs();
   allow_next_kernel();
   const int64_t width = static_cast<int64_t>(cache.n_kv_heads) * cache.head_dim;

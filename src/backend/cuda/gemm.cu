@@ -29,8 +29,7 @@ __global__ void to_bf16_kernel(const float* x, int64_t stride, int64_t rows, int
 __device__ __forceinline__ void cp_async16(void* shared, const void* global, bool valid) {
   const auto dst = static_cast<uint32_t>(__cvta_generic_to_shared(shared));
   const int bytes = valid ? 16 : 0;  // 0: fill with zeros
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(global),
-               "r"(bytes));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(global), "r"(bytes));
 }
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;"); }
 template <int kPending>
@@ -116,7 +115,8 @@ __global__ void __launch_bounds__(kThreads) gemm_kernel(MatmulArgs a, const __nv
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
 #pragma unroll
-        for (int j = 0; j < 4; ++j) mma(acc[i][j], af[i], bf[j / 2][(j % 2) * 2], bf[j / 2][(j % 2) * 2 + 1]);
+        for (int j = 0; j < 4; ++j)
+          mma(acc[i][j], af[i], bf[j / 2][(j % 2) * 2], bf[j / 2][(j % 2) * 2 + 1]);
       }
     }
   }
@@ -150,7 +150,8 @@ bool gemm_supported(const MatmulArgs& a) {
 
 void matmul_gemm(const MatmulArgs& a, const MatmulScratch& scratch, cudaStream_t stream) {
   const int64_t elems = a.m * a.k;
-  if (static_cast<size_t>(elems) > scratch.x_bf16_elems) fail_message("cuda gemm: scratch too small");
+  if (static_cast<size_t>(elems) > scratch.x_bf16_elems)
+    fail_message("cuda gemm: scratch too small");
   {
     const auto blocks = static_cast<unsigned>(std::min<int64_t>((elems + 255) / 256, 4096));
     Launch launch(dim3(blocks), dim3(256), 0, stream);

@@ -34,11 +34,11 @@ struct MatmulArgs {
 
 // Scratch the matmul launchers need, owned by the backend (grown, never shrunk).
 struct MatmulScratch {
-  float* partials = nullptr;          // split-K partial sums
+  float* partials = nullptr;  // split-K partial sums
   size_t partial_floats = 0;
-  unsigned* tickets = nullptr;        // one counter per output tile, zero between launches
+  unsigned* tickets = nullptr;  // one counter per output tile, zero between launches
   size_t ticket_count = 0;
-  void* x_bf16 = nullptr;             // GEMM operand copy of x (bf16)
+  void* x_bf16 = nullptr;  // GEMM operand copy of x (bf16)
   size_t x_bf16_elems = 0;
 };
 

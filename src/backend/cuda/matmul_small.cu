@@ -13,11 +13,11 @@
 namespace specd::cuda {
 namespace {
 
-constexpr int kWarps = 8;      // warps per block, each on its own K range of the tile
-constexpr int kTileN = 16;     // weight rows (output columns) per tile
-constexpr int kChunkK = 64;    // k per warp iteration (128 bytes of each weight row)
-constexpr int kBatch = 2;      // chunks per batch of weight loads (two batches in flight)
-constexpr int kMaxRows = 16;   // activation rows
+constexpr int kWarps = 8;     // warps per block, each on its own K range of the tile
+constexpr int kTileN = 16;    // weight rows (output columns) per tile
+constexpr int kChunkK = 64;   // k per warp iteration (128 bytes of each weight row)
+constexpr int kBatch = 2;     // chunks per batch of weight loads (two batches in flight)
+constexpr int kMaxRows = 16;  // activation rows
 
 __device__ __forceinline__ uint4 load_stream(const void* p) {
   uint4 v;
@@ -228,8 +228,7 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
       __threadfence();
       __syncthreads();
       if (t == 0) {
-        last_block =
-            atomicAdd(&tickets[this_tile], 1u) == static_cast<unsigned>(block_splits - 1);
+        last_block = atomicAdd(&tickets[this_tile], 1u) == static_cast<unsigned>(block_splits - 1);
       }
       __syncthreads();
       if (last_block) {
@@ -309,8 +308,8 @@ size_t small_matmul_partial_floats(const SmallMatmulPlan& plan) {
 void matmul_small(const MatmulGroup& group, const SmallMatmulPlan& plan,
                   const MatmulScratch& scratch, cudaStream_t stream) {
   if (plan.tensor_cores) {
-    Launch launch(dim3(static_cast<unsigned>(plan.grid_x), plan.block_splits), dim3(kWarps * 32),
-                  0, stream);
+    Launch launch(dim3(static_cast<unsigned>(plan.grid_x), plan.block_splits), dim3(kWarps * 32), 0,
+                  stream);
     auto kernel = group.part[0].m > 8 ? small_mma_kernel<true> : small_mma_kernel<false>;
     check(cudaLaunchKernelEx(&launch.config, kernel, group, plan.block_splits, scratch.partials,
                              scratch.tickets),
@@ -327,8 +326,7 @@ void matmul_small(const MatmulGroup& group, const SmallMatmulPlan& plan,
       part.y = a.y + m0 * a.y_stride;
       part.m = std::min<int64_t>(kMaxRows, a.m - m0);
       Launch launch(dim3(static_cast<unsigned>((a.n + 7) / 8)), dim3(256), 0, stream);
-      check(cudaLaunchKernelEx(&launch.config, small_generic_kernel, part),
-            "small_generic_kernel");
+      check(cudaLaunchKernelEx(&launch.config, small_generic_kernel, part), "small_generic_kernel");
     }
   }
 }
