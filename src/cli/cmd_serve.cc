@@ -1,0 +1,212 @@
+// `specd serve`: the OpenAI-compatible HTTP server over a continuous-batching engine.
+#include <pthread.h>
+#include <signal.h>
+
+#include <chrono>
+#include <cstdio>
+#include <thread>
+
+#include "chat/chat_template.h"
+#include "cli/cli_options.h"
+#include "cli/commands.h"
+#include "cli/model_loader.h"
+#include "cli/prompt_source.h"
+#include "cli/spec_options.h"
+#include "core/error.h"
+#include "engine/batch_engine.h"
+#include "engine/sequence_drafter.h"
+#include "io/mapped_file.h"
+#include "server/server.h"
+#include "spec/compatibility.h"
+
+namespace specd::cli {
+
+namespace {
+
+struct ServeOptions {
+  LoadOptions load;
+  std::string kv_dtype = "bf16";
+  SpecOptions spec;
+  server::ServerOptions http;
+  int parallel = 4;
+  std::string chat_template_file;
+  std::string served_name;
+  int max_body_mb = 4;
+  double drain_seconds = 30;
+};
+
+std::string base_name(const std::string& dir) {
+  std::string d = dir;
+  while (d.size() > 1 && d.back() == '/') d.pop_back();
+  size_t slash = d.find_last_of('/');
+  return slash == std::string::npos ? d : d.substr(slash + 1);
+}
+
+// Waits for SIGTERM/SIGINT, then drains: new requests get 503, in-flight ones finish (or are
+// cancelled after the drain timeout), then the listener stops.
+void drain_on_signal(const sigset_t& signals, server::Server& http, BatchEngine& engine,
+                     double drain_seconds) {
+  int signal_number = 0;
+  sigwait(&signals, &signal_number);
+  if (signal_number == SIGUSR1) return;  // the server ended by itself
+  std::fprintf(stderr, "specd serve: signal %d, draining (up to %.0f s)\n", signal_number,
+               drain_seconds);
+  http.begin_drain();
+  auto deadline = std::chrono::steady_clock::now() +
+                  std::chrono::milliseconds(static_cast<int64_t>(drain_seconds * 1000));
+  while (std::chrono::steady_clock::now() < deadline) {
+    BatchEngineSnapshot s = engine.snapshot();
+    if (s.active == 0 && s.waiting == 0 && http.in_flight() == 0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  engine.stop();  // cancels whatever is left, so every handler can answer
+  while (http.in_flight() > 0 && std::chrono::steady_clock::now() < deadline +
+                                                                       std::chrono::seconds(5)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  http.stop();
+}
+
+void run_serve(ServeOptions& o) {
+  SPECD_CHECK(o.parallel >= 1 && o.parallel <= 256, "--parallel must be between 1 and 256");
+  o.load.kv_dtype = parse_kv_dtype(o.kv_dtype);
+  o.load.slots = o.parallel;
+  ModelConfig config = load_model_config(o.load.model_dir);
+  if (o.load.context == 0) {
+    o.load.context = config.max_position_embeddings > 0
+                         ? std::min(4096, config.max_position_embeddings)
+                         : 4096;
+  }
+  SPECD_CHECK(file_exists(o.load.model_dir + "/tokenizer.json"),
+              "{} has no tokenizer.json; the server needs one", o.load.model_dir);
+  Tokenizer tokenizer = Tokenizer::load(o.load.model_dir);
+
+  // Block the shutdown signals in every thread; one thread waits for them.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGUSR1);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  o.load.progress = true;
+  LoadedModel target = load_model(o.load);
+  const std::string mode = o.spec.resolved_mode();
+  std::shared_ptr<LoadedModel> draft;
+  SequenceDrafterOptions drafting;
+  drafting.mode = mode;
+  drafting.ngram_min = o.spec.ngram_min;
+  drafting.ngram_max = o.spec.ngram_max;
+  drafting.target_vocab = target.config.vocab_size;
+  drafting.max_k = std::max(o.spec.draft_max, o.spec.draft_fixed);
+  drafting.p_min = o.spec.draft_p_min;
+  if (mode == "draft" || mode == "ngram+draft") {
+    SPECD_CHECK(!o.spec.draft_dir.empty(), "--spec {} needs --draft DIR", mode);
+    check_draft_compatible(o.load.model_dir, target.config, o.spec.draft_dir,
+                           load_model_config(o.spec.draft_dir));
+    LoadOptions load = o.load;
+    load.model_dir = o.spec.draft_dir;
+    load.device = o.spec.draft_device;
+    load.context = o.load.context + kSmallBatch;
+    load.slots = 1;
+    load.progress = false;
+    draft = std::make_shared<LoadedModel>(load_model(load));
+    drafting.draft_model = draft->model.get();
+    drafting.draft_cache = draft->kv->shape();
+  }
+  BatchEngineOptions engine_options;
+  engine_options.parallel = o.parallel;
+  engine_options.draft_length = o.spec.lengths();
+  BatchEngine engine(*target.model, *target.kv, engine_options,
+                     [&drafting] { return make_sequence_drafter(drafting); });
+
+  server::ServerModel model;
+  model.engine = &engine;
+  model.tokenizer = &tokenizer;
+  model.context = o.load.context;
+  model.stop_tokens = target.config.eos_token_ids;
+  if (tokenizer.eos_id()) model.stop_tokens.push_back(*tokenizer.eos_id());
+  SamplingParams defaults;  // OpenAI's defaults (temperature 1), or generation_config.json's
+  defaults.temperature = 1.0;
+  if (target.config.do_sample) defaults = SamplingOptions{}.resolve(target.config);
+  model.default_sampling = defaults;
+  std::unique_ptr<ChatTemplate> chat_template;
+  if (!o.chat_template_file.empty()) {
+    chat_template = std::make_unique<ChatTemplate>(read_text_file(o.chat_template_file));
+    if (tokenizer.bos_id()) model.render_defaults.bos_token = tokenizer.token_text(*tokenizer.bos_id());
+    if (tokenizer.eos_id()) model.render_defaults.eos_token = tokenizer.token_text(*tokenizer.eos_id());
+  } else if (!tokenizer.chat_template().empty()) {
+    chat_template = std::make_unique<ChatTemplate>(
+        load_chat_template(o.load.model_dir, &model.render_defaults));
+  }
+  model.chat_template = chat_template.get();
+
+  o.http.model_id = o.served_name.empty() ? base_name(o.load.model_dir) : o.served_name;
+  o.http.drafter = mode;
+  o.http.max_body_bytes = static_cast<size_t>(o.max_body_mb) << 20;
+  o.http.http_threads = std::max(o.http.http_threads, 2 * o.parallel + 8);
+  server::Server http(o.http, model);
+  const int port = http.bind();
+  engine.start();
+  http.set_ready(true);
+
+  uint64_t bytes = summarize_weights(target.store).bytes + target.kv->bytes();
+  if (draft) bytes += summarize_weights(draft->store).bytes + draft->kv->bytes() * (o.parallel + 1);
+  std::fprintf(stderr,
+               "specd serve: http://%s:%d/v1 | model %s (%s) | drafter %s | parallel %d | "
+               "context %d | memory %.1f MiB (weights + KV) | chat template: %s\n",
+               o.http.host.c_str(), port, o.http.model_id.c_str(), o.load.model_dir.c_str(),
+               mode.c_str(), o.parallel, o.load.context, bytes / 1048576.0,
+               chat_template ? "yes" : "no");
+  std::thread signal_thread(
+      [&] { drain_on_signal(signals, http, engine, o.drain_seconds); });
+  bool ok = http.listen();
+  pthread_kill(signal_thread.native_handle(), SIGUSR1);
+  signal_thread.join();
+  engine.stop();
+  std::fprintf(stderr, "specd serve: stopped\n");
+  SPECD_CHECK(ok, "the server stopped with an error");
+}
+
+}  // namespace
+
+void register_serve_command(CLI::App& app) {
+  auto o = std::make_shared<ServeOptions>();
+  CLI::App* cmd = app.add_subcommand("serve", "OpenAI-compatible HTTP server");
+  add_model_options(*cmd, o->load, o->kv_dtype);
+  o->spec.add_to(*cmd);
+  cmd->add_option("--host", o->http.host, "Address to listen on")->capture_default_str();
+  cmd->add_option("--port", o->http.port, "Port (0 = any free port)")
+      ->check(CLI::Range(0, 65535))
+      ->capture_default_str();
+  cmd->add_option("--api-key", o->http.api_key,
+                  "Require 'Authorization: Bearer KEY' (default: $SPECD_API_KEY, else none)")
+      ->envname("SPECD_API_KEY");
+  cmd->add_option("--parallel", o->parallel, "Sequences decoded together")
+      ->check(CLI::Range(1, 256))
+      ->capture_default_str();
+  cmd->add_option("--chat-template", o->chat_template_file,
+                  "Jinja chat template file (default: the model's own)")
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--served-model-name", o->served_name,
+                  "Model name clients send (default: the model directory's name)");
+  cmd->add_option("--max-body-mb", o->max_body_mb, "Largest request body in MiB")
+      ->check(CLI::Range(1, 1024))
+      ->capture_default_str();
+  cmd->add_option("--http-threads", o->http.http_threads,
+                  "Connections served at once (at least 2 x --parallel + 8)")
+      ->check(CLI::Range(4, 4096))
+      ->capture_default_str();
+  cmd->add_option("--max-tokens", o->http.max_tokens_default,
+                  "Default max_tokens when a request gives none (0 = to the end of the context)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  cmd->add_option("--drain-timeout", o->drain_seconds,
+                  "Seconds in-flight requests get to finish after SIGTERM")
+      ->check(CLI::Range(0.0, 3600.0))
+      ->capture_default_str();
+  cmd->callback([o] { run_serve(*o); });
+}
+
+}  // namespace specd::cli
