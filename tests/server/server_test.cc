@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdio>
 #include <random>
 #include <thread>
 
@@ -80,6 +81,7 @@ struct Served {
     http_options.max_body_bytes = 1 << 20;
     http_options.read_timeout_seconds = 1;
     http_options.http_threads = 32;
+    http_options.max_tokens_default = 16;  // mutated requests that lose max_tokens stay short
     server::ServerModel served;
     served.engine = engine.get();
     served.tokenizer = tokenizer.get();
@@ -108,11 +110,12 @@ class ServerTest : public ::testing::Test {
     served_ = nullptr;
   }
   // Sends raw bytes and returns the whole response (bounded by `timeout_ms`).
-  static std::string exchange(const std::string& raw, int timeout_ms = 30000) {
+  static std::string exchange(const std::string& raw, int timeout_ms = 30000,
+                              const std::string& stop_at = "") {
     RawConnection c(served_->port);
     EXPECT_TRUE(c.ok());
     c.send_all(raw);
-    return c.read(timeout_ms);
+    return c.read(timeout_ms, stop_at);
   }
   static std::pair<int, Json> post(const std::string& path, const Json& body,
                                    const std::string& headers = kAuth) {
@@ -425,7 +428,9 @@ TEST_F(ServerTest, HostileRequestStormLeavesServerHealthy) {
       raw = http_request("POST", i % 3 == 2 ? "/v1/chat/completions" : "/v1/completions", body,
                          kAuth);
     }
-    std::string response = exchange(raw, 10000);
+    // Junk may leave the connection open (keep-alive or an unfinished request): read briefly.
+    // (an error body ends with "}}").
+    std::string response = i % 25 == 0 ? exchange(raw, 3000, "}}") : exchange(raw, 10000);
     const int status = status_of(response);
     if (status == 0) {
       ++dropped;
@@ -440,6 +445,7 @@ TEST_F(ServerTest, HostileRequestStormLeavesServerHealthy) {
       EXPECT_TRUE(!body.is_discarded() && body.contains("error")) << response.substr(0, 300);
     }
   }
+  std::printf("storm: %d requests sent, %d answered, %d dropped\n", sent, answered, dropped);
   EXPECT_GE(sent, 200) << "the storm made too little progress";
   EXPECT_GT(answered, dropped);
   EXPECT_TRUE(wait_idle(20000));
