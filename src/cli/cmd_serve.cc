@@ -15,6 +15,7 @@
 #include "cli/prompt_source.h"
 #include "cli/spec_options.h"
 #include "core/error.h"
+#include "engine/batch_draft_model.h"
 #include "engine/batch_engine.h"
 #include "engine/sequence_drafter.h"
 #include "io/mapped_file.h"
@@ -104,14 +105,17 @@ void run_serve(ServeOptions& o) {
   o.load.progress = true;
   LoadedModel target = load_model(o.load);
   const std::string mode = o.spec.resolved_mode();
-  std::shared_ptr<LoadedModel> draft;
-  SequenceDrafterOptions drafting;
-  drafting.mode = mode;
-  drafting.ngram_min = o.spec.ngram_min;
-  drafting.ngram_max = o.spec.ngram_max;
-  drafting.target_vocab = target.config.vocab_size;
-  drafting.max_k = std::max(o.spec.draft_max, o.spec.draft_fixed);
-  drafting.p_min = o.spec.draft_p_min;
+  SPECD_CHECK(mode == "none" || mode == "draft" || mode == "ngram" || mode == "ngram+draft",
+              "unknown --spec '{}'", mode);
+  // Each sequence gets its own n-gram drafter; draft-model proposals are batched over the
+  // sequences (one draft KV slot each).
+  SequenceDrafterOptions ngram;
+  ngram.mode = mode == "none" || mode == "draft" ? "none" : "ngram";
+  ngram.ngram_min = o.spec.ngram_min;
+  ngram.ngram_max = o.spec.ngram_max;
+  SPECD_CHECK(ngram.ngram_min <= ngram.ngram_max, "--ngram-min exceeds --ngram-max");
+  std::unique_ptr<LoadedModel> draft;
+  std::unique_ptr<BatchDraftModel> draft_model;
   if (mode == "draft" || mode == "ngram+draft") {
     SPECD_CHECK(!o.spec.draft_dir.empty(), "--spec {} needs --draft DIR", mode);
     check_draft_compatible(o.load.model_dir, target.config, o.spec.draft_dir,
@@ -120,17 +124,19 @@ void run_serve(ServeOptions& o) {
     load.model_dir = o.spec.draft_dir;
     load.device = o.spec.draft_device;
     load.context = o.load.context + kSmallBatch;
-    load.slots = 1;
+    load.slots = o.parallel;
     load.progress = false;
-    draft = std::make_shared<LoadedModel>(load_model(load));
-    drafting.draft_model = draft->model.get();
-    drafting.draft_cache = draft->kv->shape();
+    draft = std::make_unique<LoadedModel>(load_model(load));
+    draft_model = std::make_unique<BatchDraftModel>(*draft->model, *draft->kv,
+                                                    target.config.vocab_size, o.spec.draft_p_min);
   }
   BatchEngineOptions engine_options;
   engine_options.parallel = o.parallel;
   engine_options.draft_length = o.spec.lengths();
+  engine_options.sampled_draft_k = o.spec.draft_fixed;
+  engine_options.draft_model = draft_model.get();
   BatchEngine engine(*target.model, *target.kv, engine_options,
-                     [&drafting] { return make_sequence_drafter(drafting); });
+                     [&ngram] { return make_sequence_drafter(ngram); });
 
   server::ServerModel model;
   model.engine = &engine;
@@ -163,7 +169,7 @@ void run_serve(ServeOptions& o) {
   http.set_ready(true);
 
   uint64_t bytes = summarize_weights(target.store).bytes + target.kv->bytes();
-  if (draft) bytes += summarize_weights(draft->store).bytes + draft->kv->bytes() * (o.parallel + 1);
+  if (draft) bytes += summarize_weights(draft->store).bytes + draft->kv->bytes();
   std::fprintf(stderr,
                "specd serve: http://%s:%d/v1 | model %s (%s) | drafter %s | parallel %d | "
                "context %d | memory %.1f MiB (weights + KV) | chat template: %s\n",

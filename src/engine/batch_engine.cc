@@ -182,6 +182,7 @@ void BatchEngine::admit() {
         s.result.stats.accepted_at.assign(model_.limits().max_logit_rows, 0);
         s.start = now_seconds();
         if (s.drafter) s.drafter->reset();
+        if (options_.draft_model) options_.draft_model->reset(s.slot);
         kv_.truncate(s.slot, 0);
         active_.fetch_add(1);
       }
@@ -271,19 +272,34 @@ void BatchEngine::decode_round(std::vector<Sequence*>& batch) {
     group.clear();
     used = 0;
   };
+  // Draft lengths: a sampled request with model drafts uses the fixed length (its output
+  // depends on the lengths); otherwise the sequence's policy, capped so that all sequences'
+  // rows fit one forward (more forwards cost more than the extra drafts gain).
+  const int row_budget_k = std::max(0, max_rows / static_cast<int>(batch.size()) - 1);
+  BatchDraftModel* draft_model = options_.draft_model;
+  draft_jobs_.clear();
   for (Sequence* seq : batch) {
     const GenerateRequest& g = seq->request->generate;
     const int n = static_cast<int>(seq->context.size());
     const int remaining = g.max_tokens - static_cast<int>(seq->result.tokens.size());
+    const bool model_drafts = draft_model || (seq->drafter && seq->drafter->uses_model());
     int k = 0;
-    if (seq->drafter) {
-      k = (!g.sampling.greedy() && seq->drafter->uses_model()) ? options_.sampled_draft_k
-                                                                : seq->policy->choose();
+    if (seq->drafter || draft_model) {
+      k = !g.sampling.greedy() && model_drafts
+              ? options_.sampled_draft_k
+              : std::min(seq->policy->choose(), batch.size() > 1 ? row_budget_k : max_rows);
     }
     k = std::min({k, remaining - 1, capacity - n, max_rows - 1});
     seq->proposal.tokens.clear();
     seq->proposal.seconds = 0;
-    if (k > 0) seq->drafter->propose(seq->context, k, g.sampling, seq->proposal);
+    if (k > 0 && seq->drafter) seq->drafter->propose(seq->context, k, g.sampling, seq->proposal);
+    if (k > 0 && seq->proposal.tokens.empty() && draft_model) {
+      draft_jobs_.push_back({seq->slot, seq->context, k, &g.sampling, &seq->proposal});
+    }
+  }
+  if (!draft_jobs_.empty()) draft_model->propose(draft_jobs_);
+  for (Sequence* seq : batch) {
+    const int n = static_cast<int>(seq->context.size());
     const int drafted = static_cast<int>(seq->proposal.tokens.size());
     if (used + drafted + 1 > max_rows) run_group();
     seq->row_offset = used;
@@ -317,7 +333,7 @@ void BatchEngine::verify_rows(Sequence& seq, const float* logits, double verify_
   stats.draft_seconds += seq.proposal.seconds;
   stats.verify_seconds += verify_seconds;
   stats.sample_seconds += now_seconds() - t0;
-  if (seq.drafter) {
+  if (seq.drafter || options_.draft_model) {
     seq.policy->record(drafted, accepted, seq.proposal.seconds, drafted + 1, verify_seconds);
   }
   for (size_t i = 0; i < seq.verdict.emitted.size(); ++i) {

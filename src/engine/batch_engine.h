@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "engine/batch_draft_model.h"
 #include "engine/generation.h"
 #include "kv/kv_cache.h"
 #include "model/transformer.h"
@@ -48,6 +49,9 @@ struct BatchEngineOptions {
   // fixed length keeps a seed's output reproducible). 0: min(4, draft_length.max_k).
   int sampled_draft_k = 0;
   int max_rows_per_forward = kSmallBatch;  // decode/verify rows per target forward
+  // Batched draft-model proposals (one draft KV slot per sequence), used when a sequence's own
+  // drafter (if any, e.g. n-gram lookup) proposes nothing. Not owned; may be nullptr.
+  BatchDraftModel* draft_model = nullptr;
 };
 
 struct BatchEngineSnapshot {
@@ -94,6 +98,7 @@ class BatchEngine {
   std::vector<int32_t> rows_, positions_, row_slots_;
   std::vector<std::pair<float, int32_t>> ranked_;  // logprob scratch
   TokenLogprob logprob_;
+  std::vector<BatchDraftModel::Job> draft_jobs_;
 
   mutable std::mutex mutex_;
   std::condition_variable wake_;

@@ -66,17 +66,19 @@ class BatchEngineTest : public ::testing::TestWithParam<std::tuple<std::string, 
  protected:
   static void SetUpTestSuite() {
     target_ = new Model(kRoot + "/models/pycoder-target", kRequests, kCapacity);
-    draft_ = new Model(kRoot + "/models/pycoder-draft", 1, kCapacity + kSmallBatch);
+    draft_ = new Model(kRoot + "/models/pycoder-draft", kRequests, kCapacity + kSmallBatch);
   }
   static void TearDownTestSuite() {
     delete target_;
     delete draft_;
   }
+  // Per-sequence drafters of `mode` (each with its own draft cache).
   SequenceDrafterOptions drafting(const std::string& mode) {
     SequenceDrafterOptions o;
     o.mode = mode;
     o.draft_model = draft_->model.get();
     o.draft_cache = draft_->kv->shape();
+    o.draft_cache.n_slots = 1;
     o.target_vocab = target_->config.vocab_size;
     o.max_k = 8;
     return o;
@@ -88,12 +90,19 @@ Model* BatchEngineTest::target_ = nullptr;
 Model* BatchEngineTest::draft_ = nullptr;
 
 // Runs all requests through a BatchEngine of `parallel` slots, stepping on this thread.
+// `batched`: draft-model proposals through a BatchDraftModel over `draft` (slots per sequence).
 std::vector<std::vector<int32_t>> run_batched(Model& target, const SequenceDrafterOptions& drafting,
                                               const std::vector<GenerateRequest>& requests,
-                                              int parallel) {
+                                              int parallel, Model* draft = nullptr) {
   BatchEngineOptions options;
   options.parallel = parallel;
   options.sampled_draft_k = 4;
+  std::unique_ptr<BatchDraftModel> draft_model;
+  if (draft) {
+    draft_model = std::make_unique<BatchDraftModel>(*draft->model, *draft->kv,
+                                                    target.config.vocab_size, 0.0);
+    options.draft_model = draft_model.get();
+  }
   BatchEngine engine(*target.model, *target.kv, options,
                      [&] { return make_sequence_drafter(drafting); });
   std::vector<std::vector<int32_t>> outputs(requests.size());
@@ -127,9 +136,15 @@ TEST_P(BatchEngineTest, SixteenTogetherEqualOneAtATime) {
   for (int i = 0; i < kRequests; ++i) {
     requests.push_back(GenerateRequest{ids[i], kTokens, params_for(i, sampled), {0}});
   }
+  // "draft" and "ngram+draft" batch the draft model over the sequences (as `serve` does);
+  // "own-draft" gives every sequence its own ModelDrafter.
+  const bool batched_draft = mode == "draft" || mode == "ngram+draft";
+  const std::string own = batched_draft ? (mode == "draft" ? "none" : "ngram")
+                                        : (mode == "own-draft" ? "draft" : mode);
   // Reference: each request alone. Plain decoding when the result must equal it draw for draw
-  // (greedy, or point-mass n-gram drafts); with sampled draft-model proposals the reference is
-  // the same engine with one slot (the output depends on the draft lengths, which are fixed).
+  // (greedy, or point-mass n-gram drafts). With sampled draft-model proposals the output
+  // depends on the (fixed) draft lengths: the reference is one sequence at a time with
+  // per-sequence ModelDrafters, which the batched draft model must match exactly.
   std::vector<std::vector<int32_t>> expected;
   const bool plain_reference = !sampled || mode == "none" || mode == "ngram";
   if (plain_reference) {
@@ -137,25 +152,29 @@ TEST_P(BatchEngineTest, SixteenTogetherEqualOneAtATime) {
     Generator generator(*alone.model, *alone.kv);
     for (const auto& r : requests) expected.push_back(generator.generate(r).tokens);
   } else {
-    for (const auto& r : requests) expected.push_back(run_batched(*target_, drafting(mode), {r}, 1)[0]);
+    const std::string per_sequence = mode == "own-draft" ? "draft" : mode;
+    for (const auto& r : requests) {
+      expected.push_back(run_batched(*target_, drafting(per_sequence), {r}, 1)[0]);
+    }
   }
-  auto together = run_batched(*target_, drafting(mode), requests, kRequests);
+  Model* draft = batched_draft ? draft_ : nullptr;
+  auto together = run_batched(*target_, drafting(own), requests, kRequests, draft);
   for (int i = 0; i < kRequests; ++i) {
     EXPECT_EQ(together[i], expected[i]) << "request " << i << " mode " << mode;
   }
   if (sampled) return;
   // Fewer slots than requests: queued requests wait and still give the same tokens.
-  auto queued = run_batched(*target_, drafting(mode), requests, 5);
+  auto queued = run_batched(*target_, drafting(own), requests, 5, draft);
   for (int i = 0; i < kRequests; ++i) EXPECT_EQ(queued[i], expected[i]) << "request " << i;
 }
 
 INSTANTIATE_TEST_SUITE_P(
     Modes, BatchEngineTest,
-    ::testing::Combine(::testing::Values("none", "ngram", "draft", "ngram+draft"),
+    ::testing::Combine(::testing::Values("none", "ngram", "draft", "ngram+draft", "own-draft"),
                        ::testing::Bool()),
     [](const auto& info) {
       std::string name = std::get<0>(info.param);
-      for (char& c : name) c = c == '+' ? '_' : c;
+      for (char& c : name) c = (c == '+' || c == '-') ? '_' : c;
       return name + (std::get<1>(info.param) ? "_sampled" : "_greedy");
     });
 
@@ -205,13 +224,13 @@ TEST_F(BatchEngineTest, RejectsBadRequestsWithClearErrors) {
   options.parallel = 1;
   BatchEngine engine(*target_->model, *target_->kv, options, {});
   auto request = std::make_shared<BatchRequest>();
-  request->generate = GenerateRequest{{}, 4};
+  request->generate = GenerateRequest{{}, 4, SamplingParams{}, {}};
   EXPECT_THROW(engine.submit(request), Error);
-  request->generate = GenerateRequest{{1, 2, 3}, kCapacity};
+  request->generate = GenerateRequest{{1, 2, 3}, kCapacity, SamplingParams{}, {}};
   EXPECT_THROW(engine.submit(request), Error);
-  request->generate = GenerateRequest{{1, target_->config.vocab_size}, 4};
+  request->generate = GenerateRequest{{1, target_->config.vocab_size}, 4, SamplingParams{}, {}};
   EXPECT_THROW(engine.submit(request), Error);
-  request->generate = GenerateRequest{{1, 2}, 4};
+  request->generate = GenerateRequest{{1, 2}, 4, SamplingParams{}, {}};
   request->generate.sampling.temperature = -1;
   EXPECT_THROW(engine.submit(request), Error);
 }

@@ -39,6 +39,7 @@ struct Served {
   std::unique_ptr<KvCache> kv, draft_kv;
   std::unique_ptr<Tokenizer> tokenizer;
   std::unique_ptr<ChatTemplate> chat_template;
+  std::unique_ptr<BatchDraftModel> draft_model;
   std::unique_ptr<BatchEngine> engine;
   std::unique_ptr<server::Server> http;
   std::thread listener;
@@ -62,14 +63,16 @@ struct Served {
     tokenizer = std::make_unique<Tokenizer>(Tokenizer::load(dir));
     chat_template = std::make_unique<ChatTemplate>(
         read_text_file(kRoot + "/tests/data/server/chat_template.jinja"));
+    // As `serve --spec ngram+draft`: n-gram per sequence, draft-model proposals batched.
+    draft_kv = std::make_unique<KvCache>(
+        *backend, KvCacheShape{draft_config.n_layers, draft_config.n_kv_heads,
+                               draft_config.head_dim, 4, kContext + 16, DType::kBF16});
+    draft_model = std::make_unique<BatchDraftModel>(*draft, *draft_kv, config.vocab_size, 0.0);
     SequenceDrafterOptions drafting;
-    drafting.mode = "ngram+draft";
-    drafting.draft_model = draft.get();
-    drafting.draft_cache = KvCacheShape{draft_config.n_layers, draft_config.n_kv_heads,
-                                        draft_config.head_dim, 1, kContext + 16, DType::kBF16};
-    drafting.target_vocab = config.vocab_size;
+    drafting.mode = "ngram";
     BatchEngineOptions options;
     options.parallel = 4;
+    options.draft_model = draft_model.get();
     engine = std::make_unique<BatchEngine>(*model, *kv, options,
                                            [drafting] { return make_sequence_drafter(drafting); });
     server::ServerOptions http_options;
@@ -77,7 +80,7 @@ struct Served {
     http_options.port = 0;
     http_options.api_key = kKey;
     http_options.model_id = "pycoder";
-    http_options.drafter = drafting.mode;
+    http_options.drafter = "ngram+draft";
     http_options.max_body_bytes = 1 << 20;
     http_options.read_timeout_seconds = 1;
     http_options.http_threads = 32;
