@@ -3,7 +3,6 @@
 #include <unistd.h>
 
 #include <cerrno>
-
 #include <chrono>
 #include <cstdio>
 #include <thread>
@@ -72,8 +71,8 @@ void drain_on_signal(server::Server& http, BatchEngine& engine, double drain_sec
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   engine.stop();  // cancels whatever is left, so every handler can answer
-  while (http.in_flight() > 0 && std::chrono::steady_clock::now() < deadline +
-                                                                       std::chrono::seconds(5)) {
+  while (http.in_flight() > 0 &&
+         std::chrono::steady_clock::now() < deadline + std::chrono::seconds(5)) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   http.stop();
@@ -85,9 +84,8 @@ void run_serve(ServeOptions& o) {
   o.load.slots = o.parallel;
   ModelConfig config = load_model_config(o.load.model_dir);
   if (o.load.context == 0) {
-    o.load.context = config.max_position_embeddings > 0
-                         ? std::min(4096, config.max_position_embeddings)
-                         : 4096;
+    o.load.context =
+        config.max_position_embeddings > 0 ? std::min(4096, config.max_position_embeddings) : 4096;
   }
   SPECD_CHECK(file_exists(o.load.model_dir + "/tokenizer.json"),
               "{} has no tokenizer.json; the server needs one", o.load.model_dir);
@@ -151,8 +149,10 @@ void run_serve(ServeOptions& o) {
   std::unique_ptr<ChatTemplate> chat_template;
   if (!o.chat_template_file.empty()) {
     chat_template = std::make_unique<ChatTemplate>(read_text_file(o.chat_template_file));
-    if (tokenizer.bos_id()) model.render_defaults.bos_token = tokenizer.token_text(*tokenizer.bos_id());
-    if (tokenizer.eos_id()) model.render_defaults.eos_token = tokenizer.token_text(*tokenizer.eos_id());
+    if (tokenizer.bos_id())
+      model.render_defaults.bos_token = tokenizer.token_text(*tokenizer.bos_id());
+    if (tokenizer.eos_id())
+      model.render_defaults.eos_token = tokenizer.token_text(*tokenizer.eos_id());
   } else if (!tokenizer.chat_template().empty()) {
     chat_template = std::make_unique<ChatTemplate>(
         load_chat_template(o.load.model_dir, &model.render_defaults));

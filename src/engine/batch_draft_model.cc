@@ -111,8 +111,8 @@ void BatchDraftModel::run_rows(const std::vector<Job*>& jobs,
   }
 }
 
-int32_t BatchDraftModel::choose(const float* logits, const SamplingParams& params,
-                                int64_t position, float* probs, float* top_prob) {
+int32_t BatchDraftModel::choose(const float* logits, const SamplingParams& params, int64_t position,
+                                float* probs, float* top_prob) {
   std::span<const float> row(logits, usable_vocab_);
   if (params.greedy()) {
     int32_t best = Sampler::argmax(row);
@@ -170,8 +170,8 @@ void BatchDraftModel::propose(std::vector<Job>& jobs) {
       SlotState& s = slots_[job.slot];
       DraftProposal& out = *job.out;
       const int j = static_cast<int>(out.tokens.size());
-      float* probs = out.sampled ? out.probs.data() + static_cast<size_t>(j) * target_vocab_
-                                 : scratch_.data();
+      float* probs =
+          out.sampled ? out.probs.data() + static_cast<size_t>(j) * target_vocab_ : scratch_.data();
       float top_prob = 1.0f;
       int32_t token = choose(s.logits.data(), *job.params, s.position, probs, &top_prob);
       if (j > 0 && top_prob < p_min_) continue;

@@ -41,12 +41,13 @@ class BatchDraftModel {
   // Rolls the slot back to its common prefix with the context, prefills a fresh context alone
   // (as ModelDrafter does) and returns the rows still to run (catch-up tokens).
   std::span<const int32_t> catch_up(const Job& job);
-  // Runs pending rows of several jobs in forwards of at most kSmallBatch rows; row ranges are
-  // given by `begin[j], count[j]`; stores each job's last-row logits in its slot state.
+  // Runs rows[j] of jobs[j] (positions from first_position[j]) in forwards of at most
+  // kSmallBatch rows, keeping each job's rows together when they fit; stores each job's
+  // last-row logits in its slot state.
   void run_rows(const std::vector<Job*>& jobs, const std::vector<std::span<const int32_t>>& rows,
                 const std::vector<int32_t>& first_position);
-  int32_t choose(const float* logits, const SamplingParams& params, int64_t position,
-                 float* probs, float* top_prob);
+  int32_t choose(const float* logits, const SamplingParams& params, int64_t position, float* probs,
+                 float* top_prob);
 
   Transformer& model_;
   KvCache& kv_;

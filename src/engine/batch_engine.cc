@@ -365,7 +365,8 @@ bool BatchEngine::emit(Sequence& seq, int32_t token, const float* logits_row) {
                         [](const auto& a, const auto& b) {
                           return a.first > b.first || (a.first == b.first && a.second < b.second);
                         });
-      for (int i = 0; i < top; ++i) logprob_.top.emplace_back(ranked_[i].second, ranked_[i].first - lse);
+      for (int i = 0; i < top; ++i)
+        logprob_.top.emplace_back(ranked_[i].second, ranked_[i].first - lse);
     }
     logprob = &logprob_;
   }

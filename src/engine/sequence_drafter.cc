@@ -19,11 +19,12 @@ class OwningDrafter final : public Drafter {
     if (model) {
       SPECD_CHECK(o.draft_model != nullptr, "speculation mode {} needs a draft model", o.mode);
       cache_ = std::make_unique<KvCache>(o.draft_model->backend(), o.draft_cache);
-      model_ = std::make_unique<ModelDrafter>(*o.draft_model, *cache_, o.target_vocab, o.max_k,
-                                              o.p_min);
+      model_ =
+          std::make_unique<ModelDrafter>(*o.draft_model, *cache_, o.target_vocab, o.max_k, o.p_min);
     }
     if (ngram_ && model_) {
-      chained_ = std::make_unique<ChainedDrafter>(std::vector<Drafter*>{ngram_.get(), model_.get()});
+      chained_ =
+          std::make_unique<ChainedDrafter>(std::vector<Drafter*>{ngram_.get(), model_.get()});
       active_ = chained_.get();
     } else if (ngram_) {
       active_ = ngram_.get();

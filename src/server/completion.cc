@@ -52,8 +52,9 @@ std::vector<int32_t> Server::prompt_ids(const ApiRequest& api) {
     return tokenizer.encode(api.prompt_text, true);
   }
   if (!model_.chat_template) {
-    throw ApiError(400, "this model has no chat template; use /v1/completions or start the "
-                        "server with --chat-template FILE");
+    throw ApiError(400,
+                   "this model has no chat template; use /v1/completions or start the "
+                   "server with --chat-template FILE");
   }
   ChatRenderOptions options = model_.render_defaults;
   options.tools = api.tools;
@@ -88,8 +89,9 @@ void Server::handle_completion(const httplib::Request& http_request, httplib::Re
     }
     api = parse_request(http_request.body, chat, model_.default_sampling);
     if (api.model != options_.model_id) {
-      throw ApiError(404, "the model '" + api.model + "' does not exist (this server serves '" +
-                              options_.model_id + "')",
+      throw ApiError(404,
+                     "the model '" + api.model + "' does not exist (this server serves '" +
+                         options_.model_id + "')",
                      "model", "model_not_found");
     }
     std::vector<int32_t> prompt = prompt_ids(api);
@@ -102,7 +104,8 @@ void Server::handle_completion(const httplib::Request& http_request, httplib::Re
                      chat ? "messages" : "prompt", "context_length_exceeded");
     }
     int max_tokens = model_.context - n_prompt;
-    if (options_.max_tokens_default > 0) max_tokens = std::min(max_tokens, options_.max_tokens_default);
+    if (options_.max_tokens_default > 0)
+      max_tokens = std::min(max_tokens, options_.max_tokens_default);
     if (api.max_tokens) {
       if (n_prompt + static_cast<int64_t>(*api.max_tokens) > model_.context) {
         throw ApiError(400,
@@ -118,7 +121,8 @@ void Server::handle_completion(const httplib::Request& http_request, httplib::Re
     g.prompt = std::move(prompt);
     g.max_tokens = max_tokens;
     g.sampling = api.sampling;
-    if (!api.seed_given) g.sampling.seed = std::random_device{}() * 0x9E3779B97F4A7C15ull + next_id_;
+    if (!api.seed_given)
+      g.sampling.seed = std::random_device{}() * 0x9E3779B97F4A7C15ull + next_id_;
     if (!api.ignore_eos) g.stop_tokens = model_.stop_tokens;
     request->top_logprobs = api.top_logprobs;
     channel = std::make_shared<Channel>();
@@ -179,12 +183,11 @@ void Server::handle_completion(const httplib::Request& http_request, httplib::Re
     if (reason.rfind("error", 0) == 0) return send_error(response, 500, reason);
     if (reason == "cancelled") return send_error(response, 503, "the request was cancelled");
     size_t offset = 0;
-    OrderedJson logprobs =
-        api.top_logprobs >= 0 ? logprobs_json(channel->logprobs, tokenizer, chat, offset)
-                              : OrderedJson(nullptr);
-    response.set_content(to_wire(completion_json(info, channel->text,
-                                                 finish_reason_of(reason), logprobs,
-                                                 channel->result.stats)),
+    OrderedJson logprobs = api.top_logprobs >= 0
+                               ? logprobs_json(channel->logprobs, tokenizer, chat, offset)
+                               : OrderedJson(nullptr);
+    response.set_content(to_wire(completion_json(info, channel->text, finish_reason_of(reason),
+                                                 logprobs, channel->result.stats)),
                          "application/json");
     return;
   }

@@ -85,8 +85,7 @@ std::string Metrics::render(const BatchEngineSnapshot& engine) const {
          "Mean per-request decode speed over all finished requests.",
          decode_seconds_ > 0 ? decode_tokens_ / decode_seconds_ : 0.0);
   metric("specd_queue_depth", "gauge", "Requests waiting for a sequence slot.", engine.waiting);
-  metric("specd_active_sequences", "gauge", "Sequences being prefilled or decoded.",
-         engine.active);
+  metric("specd_active_sequences", "gauge", "Sequences being prefilled or decoded.", engine.active);
   metric("specd_kv_cache_used_entries", "gauge", "Committed KV cache entries over all slots.",
          static_cast<double>(engine.kv_used));
   metric("specd_kv_cache_capacity_entries", "gauge", "KV cache entries over all slots.",

@@ -87,7 +87,8 @@ OrderedJson parse_messages(const OrderedJson& body) {
     if (r == "developer") r = "system";
     if (r != "system" && r != "user" && r != "assistant" && r != "tool") {
       bad(param + ".role", fmt::format("unknown role '{}' (expected system, developer, user, "
-                                       "assistant or tool)", r));
+                                       "assistant or tool)",
+                                       r));
     }
     OrderedJson message = {{"role", r}};
     auto content = m.find("content");
@@ -170,8 +171,8 @@ int json_depth(const std::string& text, int limit) {
 
 ApiRequest parse_request(const std::string& text, bool chat, const SamplingParams& defaults) {
   if (json_depth(text, kMaxJsonDepth) > kMaxJsonDepth) {
-    throw ApiError(400, fmt::format("the request body is nested deeper than {} levels",
-                                    kMaxJsonDepth));
+    throw ApiError(400,
+                   fmt::format("the request body is nested deeper than {} levels", kMaxJsonDepth));
   }
   OrderedJson body = OrderedJson::parse(text, nullptr, false);
   if (body.is_discarded()) {

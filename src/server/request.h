@@ -13,10 +13,10 @@ namespace specd::server {
 struct ApiRequest {
   bool chat = false;
   std::string model;
-  OrderedJson messages;  // chat: messages as the template expects them
-  OrderedJson tools;     // chat: null or the tools array
-  std::string prompt_text;           // completions: a text prompt ...
-  std::vector<int32_t> prompt_ids;   // ... or token ids
+  OrderedJson messages;             // chat: messages as the template expects them
+  OrderedJson tools;                // chat: null or the tools array
+  std::string prompt_text;          // completions: a text prompt ...
+  std::vector<int32_t> prompt_ids;  // ... or token ids
   bool prompt_is_ids = false;
   std::optional<int> max_tokens;
   SamplingParams sampling;

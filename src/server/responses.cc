@@ -25,8 +25,10 @@ OrderedJson logprobs_json(const std::vector<TokenLogprob>& entries, const Tokeni
         std::string alt = text_of(id);
         top.push_back({{"token", alt}, {"logprob", lp}, {"bytes", bytes_of(alt)}});
       }
-      content.push_back(
-          {{"token", token}, {"logprob", e.logprob}, {"bytes", bytes_of(token)}, {"top_logprobs", top}});
+      content.push_back({{"token", token},
+                         {"logprob", e.logprob},
+                         {"bytes", bytes_of(token)},
+                         {"top_logprobs", top}});
     }
     return {{"content", content}, {"refusal", nullptr}};
   }
@@ -97,7 +99,8 @@ OrderedJson chunk_json(const ResponseInfo& info, const std::string& text, bool f
     choice["text"] = text;
   }
   choice["logprobs"] = logprobs;
-  choice["finish_reason"] = finish_reason.empty() ? OrderedJson(nullptr) : OrderedJson(finish_reason);
+  choice["finish_reason"] =
+      finish_reason.empty() ? OrderedJson(nullptr) : OrderedJson(finish_reason);
   return {{"id", info.id},
           {"object", info.chat ? "chat.completion.chunk" : "text_completion"},
           {"created", info.created},

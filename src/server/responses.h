@@ -13,7 +13,7 @@ namespace specd::server {
 
 struct ResponseInfo {
   bool chat = false;
-  std::string id;     // "chatcmpl-..." or "cmpl-..."
+  std::string id;  // "chatcmpl-..." or "cmpl-..."
   int64_t created = 0;
   std::string model;
   std::string drafter;

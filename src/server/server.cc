@@ -41,7 +41,8 @@ void send_error(httplib::Response& response, int status, const std::string& mess
 }
 
 Server::Server(ServerOptions options, ServerModel model)
-    : options_(std::move(options)), model_(std::move(model)),
+    : options_(std::move(options)),
+      model_(std::move(model)),
       http_(std::make_unique<httplib::Server>()) {
   SPECD_CHECK(model_.engine && model_.tokenizer, "the server needs an engine and a tokenizer");
   const int threads = std::max(4, options_.http_threads);
@@ -72,10 +73,10 @@ void Server::routes() {
   // an OpenAI error body too.
   h.set_error_handler([](const httplib::Request& request, httplib::Response& response) {
     if (!response.body.empty()) return;
-    std::string message = response.status == 413   ? "the request body is too large"
-                          : response.status == 404 ? "no route for " + request.method + " " +
-                                                         request.path
-                                                   : "bad request";
+    std::string message = response.status == 413 ? "the request body is too large"
+                          : response.status == 404
+                              ? "no route for " + request.method + " " + request.path
+                              : "bad request";
     send_error(response, response.status, message);
   });
   h.set_exception_handler(
@@ -109,40 +110,39 @@ void Server::routes() {
                        {"context_length", model_.context},
                        {"drafter", options_.drafter}};
   };
-  h.Get("/v1/models", [this, model_object](const httplib::Request& request,
-                                           httplib::Response& response) {
-    if (!authorized(request)) {
-      return send_error(response, 401, "invalid API key", "", "invalid_api_key");
-    }
-    OrderedJson body = {{"object", "list"}, {"data", OrderedJson::array({model_object()})}};
-    response.set_content(to_wire(body), "application/json");
-  });
-  h.Get(R"(/v1/models/(.+))", [this, model_object](const httplib::Request& request,
-                                                   httplib::Response& response) {
-    if (!authorized(request)) {
-      return send_error(response, 401, "invalid API key", "", "invalid_api_key");
-    }
-    if (request.matches[1] != options_.model_id) {
-      return send_error(response, 404,
-                        "the model '" + std::string(request.matches[1]) + "' does not exist",
-                        "model", "model_not_found");
-    }
-    response.set_content(to_wire(model_object()), "application/json");
-  });
-  h.Post("/v1/chat/completions", [this](const httplib::Request& request,
-                                        httplib::Response& response) {
-    handle_completion(request, response, true);
-  });
+  h.Get("/v1/models",
+        [this, model_object](const httplib::Request& request, httplib::Response& response) {
+          if (!authorized(request)) {
+            return send_error(response, 401, "invalid API key", "", "invalid_api_key");
+          }
+          OrderedJson body = {{"object", "list"}, {"data", OrderedJson::array({model_object()})}};
+          response.set_content(to_wire(body), "application/json");
+        });
+  h.Get(R"(/v1/models/(.+))",
+        [this, model_object](const httplib::Request& request, httplib::Response& response) {
+          if (!authorized(request)) {
+            return send_error(response, 401, "invalid API key", "", "invalid_api_key");
+          }
+          if (request.matches[1] != options_.model_id) {
+            return send_error(response, 404,
+                              "the model '" + std::string(request.matches[1]) + "' does not exist",
+                              "model", "model_not_found");
+          }
+          response.set_content(to_wire(model_object()), "application/json");
+        });
+  h.Post("/v1/chat/completions",
+         [this](const httplib::Request& request, httplib::Response& response) {
+           handle_completion(request, response, true);
+         });
   h.Post("/v1/completions", [this](const httplib::Request& request, httplib::Response& response) {
     handle_completion(request, response, false);
   });
 }
 
 int Server::bind() {
-  int port = options_.port == 0 ? http_->bind_to_any_port(options_.host)
-                                : (http_->bind_to_port(options_.host, options_.port)
-                                       ? options_.port
-                                       : -1);
+  int port = options_.port == 0
+                 ? http_->bind_to_any_port(options_.host)
+                 : (http_->bind_to_port(options_.host, options_.port) ? options_.port : -1);
   SPECD_CHECK(port > 0, "cannot listen on {}:{} (in use, or not a local address?)", options_.host,
               options_.port);
   options_.port = port;

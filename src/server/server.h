@@ -33,9 +33,9 @@ struct ServerOptions {
   std::string model_id;          // the name clients pass as "model"
   std::string drafter = "none";  // reported in /v1/models and the stats
   size_t max_body_bytes = 4u << 20;
-  int http_threads = 64;         // connections served at once (streams hold one each)
+  int http_threads = 64;  // connections served at once (streams hold one each)
   int read_timeout_seconds = 10;
-  int max_tokens_default = 0;    // 0: up to the end of the context
+  int max_tokens_default = 0;  // 0: up to the end of the context
 };
 
 // What a request needs from the loaded model.
@@ -69,8 +69,7 @@ class Server {
  private:
   void routes();
   bool authorized(const httplib::Request& request) const;
-  void handle_completion(const httplib::Request& request, httplib::Response& response,
-                         bool chat);
+  void handle_completion(const httplib::Request& request, httplib::Response& response, bool chat);
   std::vector<int32_t> prompt_ids(const ApiRequest& api);
 
   ServerOptions options_;

@@ -1,13 +1,14 @@
 // Continuous batching is exact: 16 requests decoded together (plain, n-gram, draft model,
 // n-gram + draft) emit exactly the tokens each gives alone with the single-sequence Generator,
 // greedy and sampled; cancellation frees slots; stop callbacks cut inside accepted drafts.
+#include "engine/batch_engine.h"
+
 #include <gtest/gtest.h>
 
 #include <fstream>
 #include <map>
 
 #include "core/error.h"
-#include "engine/batch_engine.h"
 #include "engine/generator.h"
 #include "engine/sequence_drafter.h"
 #include "io/json_file.h"
@@ -33,9 +34,9 @@ struct Model {
     backend = make_backend(Device{}, 2);
     model = std::make_unique<Transformer>(*backend, config, store,
                                           TransformerLimits{kMaxRows, kSmallBatch, capacity});
-    kv = std::make_unique<KvCache>(*backend, KvCacheShape{config.n_layers, config.n_kv_heads,
-                                                          config.head_dim, slots, capacity,
-                                                          DType::kBF16});
+    kv = std::make_unique<KvCache>(
+        *backend, KvCacheShape{config.n_layers, config.n_kv_heads, config.head_dim, slots, capacity,
+                               DType::kBF16});
   }
 };
 
@@ -99,8 +100,8 @@ std::vector<std::vector<int32_t>> run_batched(Model& target, const SequenceDraft
   options.sampled_draft_k = 4;
   std::unique_ptr<BatchDraftModel> draft_model;
   if (draft) {
-    draft_model = std::make_unique<BatchDraftModel>(*draft->model, *draft->kv,
-                                                    target.config.vocab_size, 0.0);
+    draft_model =
+        std::make_unique<BatchDraftModel>(*draft->model, *draft->kv, target.config.vocab_size, 0.0);
     options.draft_model = draft_model.get();
   }
   BatchEngine engine(*target.model, *target.kv, options,
@@ -139,8 +140,8 @@ TEST_P(BatchEngineTest, SixteenTogetherEqualOneAtATime) {
   // "draft" and "ngram+draft" batch the draft model over the sequences (as `serve` does);
   // "own-draft" gives every sequence its own ModelDrafter.
   const bool batched_draft = mode == "draft" || mode == "ngram+draft";
-  const std::string own = batched_draft ? (mode == "draft" ? "none" : "ngram")
-                                        : (mode == "own-draft" ? "draft" : mode);
+  const std::string own =
+      batched_draft ? (mode == "draft" ? "none" : "ngram") : (mode == "own-draft" ? "draft" : mode);
   // Reference: each request alone. Plain decoding when the result must equal it draw for draw
   // (greedy, or point-mass n-gram drafts). With sampled draft-model proposals the output
   // depends on the (fixed) draft lengths: the reference is one sequence at a time with
@@ -168,15 +169,15 @@ TEST_P(BatchEngineTest, SixteenTogetherEqualOneAtATime) {
   for (int i = 0; i < kRequests; ++i) EXPECT_EQ(queued[i], expected[i]) << "request " << i;
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Modes, BatchEngineTest,
-    ::testing::Combine(::testing::Values("none", "ngram", "draft", "ngram+draft", "own-draft"),
-                       ::testing::Bool()),
-    [](const auto& info) {
-      std::string name = std::get<0>(info.param);
-      for (char& c : name) c = (c == '+' || c == '-') ? '_' : c;
-      return name + (std::get<1>(info.param) ? "_sampled" : "_greedy");
-    });
+INSTANTIATE_TEST_SUITE_P(Modes, BatchEngineTest,
+                         ::testing::Combine(::testing::Values("none", "ngram", "draft",
+                                                              "ngram+draft", "own-draft"),
+                                            ::testing::Bool()),
+                         [](const auto& info) {
+                           std::string name = std::get<0>(info.param);
+                           for (char& c : name) c = (c == '+' || c == '-') ? '_' : c;
+                           return name + (std::get<1>(info.param) ? "_sampled" : "_greedy");
+                         });
 
 TEST_F(BatchEngineTest, StopCallbackCutsInsideAcceptedDraftAndCancelFreesSlot) {
   auto ids = prompts(3);

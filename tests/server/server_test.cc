@@ -2,6 +2,8 @@
 // input, streaming that equals the whole response, stop strings cut exactly, API keys, client
 // disconnects that free their slot, slow partial requests, and a bounded storm of mutated and
 // hostile requests after which a normal request still succeeds.
+#include "server/server.h"
+
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -15,16 +17,15 @@
 #include "http_test_client.h"
 #include "io/mapped_file.h"
 #include "io/tensor_store.h"
-#include "server/server.h"
 
 namespace specd {
 namespace {
 
-using testing_support::RawConnection;
-using testing_support::status_of;
 using testing_support::body_of;
 using testing_support::dechunk;
 using testing_support::http_request;
+using testing_support::RawConnection;
+using testing_support::status_of;
 
 const std::string kRoot = SPECD_SOURCE_DIR;
 constexpr int kContext = 512;
@@ -52,9 +53,9 @@ struct Served {
     backend = make_backend(Device{}, 2);
     model = std::make_unique<Transformer>(*backend, config, store,
                                           TransformerLimits{64, kSmallBatch, kContext});
-    kv = std::make_unique<KvCache>(*backend, KvCacheShape{config.n_layers, config.n_kv_heads,
-                                                          config.head_dim, 4, kContext,
-                                                          DType::kBF16});
+    kv = std::make_unique<KvCache>(
+        *backend, KvCacheShape{config.n_layers, config.n_kv_heads, config.head_dim, 4, kContext,
+                               DType::kBF16});
     const std::string draft_dir = kRoot + "/models/pycoder-draft";
     draft_config = load_model_config(draft_dir);
     draft_store = TensorStore::open_dir(draft_dir);
@@ -135,8 +136,10 @@ class ServerTest : public ::testing::Test {
     EXPECT_TRUE(body["error"]["type"].is_string()) << what;
   }
   static Json completion(int max_tokens, const Json& extra = Json::object()) {
-    Json body = {{"model", "pycoder"}, {"prompt", "def fibonacci(n):\n"},
-                 {"max_tokens", max_tokens}, {"temperature", 0}};
+    Json body = {{"model", "pycoder"},
+                 {"prompt", "def fibonacci(n):\n"},
+                 {"max_tokens", max_tokens},
+                 {"temperature", 0}};
     for (const auto& [k, v] : extra.items()) body[k] = v;
     return body;
   }
@@ -179,12 +182,11 @@ TEST_F(ServerTest, HealthModelsAndMetrics) {
   ASSERT_EQ(status, 200) << body.dump();
   std::string metrics = exchange(http_request("GET", "/metrics", "", kAuth, ""));
   ASSERT_EQ(status_of(metrics), 200);
-  for (const char* name : {"specd_requests_total{endpoint=\"completions\",status=\"200\"}",
-                           "specd_generated_tokens_total", "specd_queue_depth",
-                           "specd_active_sequences", "specd_kv_cache_usage_ratio",
-                           "specd_time_to_first_token_seconds_bucket",
-                           "specd_time_per_output_token_seconds_count",
-                           "specd_acceptance_length"}) {
+  for (const char* name :
+       {"specd_requests_total{endpoint=\"completions\",status=\"200\"}",
+        "specd_generated_tokens_total", "specd_queue_depth", "specd_active_sequences",
+        "specd_kv_cache_usage_ratio", "specd_time_to_first_token_seconds_bucket",
+        "specd_time_per_output_token_seconds_count", "specd_acceptance_length"}) {
     EXPECT_NE(metrics.find(name), std::string::npos) << name;
   }
 }
@@ -207,12 +209,14 @@ TEST_F(ServerTest, CompletionUsageStatsAndStreamingAgree) {
   EXPECT_EQ(whole["object"], "text_completion");
   const std::string text = whole["choices"][0]["text"];
   EXPECT_FALSE(text.empty());
-  EXPECT_EQ(whole["usage"]["completion_tokens"].get<int>() + whole["usage"]["prompt_tokens"].get<int>(),
-            whole["usage"]["total_tokens"].get<int>());
+  EXPECT_EQ(
+      whole["usage"]["completion_tokens"].get<int>() + whole["usage"]["prompt_tokens"].get<int>(),
+      whole["usage"]["total_tokens"].get<int>());
   EXPECT_TRUE(whole["specd"].contains("acceptance_length"));
   EXPECT_EQ(whole["specd"]["drafter"], "ngram+draft");
 
-  Json stream_body = completion(32, {{"stream", true}, {"stream_options", {{"include_usage", true}}}});
+  Json stream_body =
+      completion(32, {{"stream", true}, {"stream_options", {{"include_usage", true}}}});
   std::string raw = exchange(http_request("POST", "/v1/completions", stream_body.dump(), kAuth));
   ASSERT_EQ(status_of(raw), 200);
   EXPECT_NE(raw.find("text/event-stream"), std::string::npos);
@@ -227,7 +231,8 @@ TEST_F(ServerTest, CompletionUsageStatsAndStreamingAgree) {
     if (chunk.contains("usage")) usage = chunk["usage"];
     if (chunk["choices"].empty()) continue;
     streamed += chunk["choices"][0]["text"].get<std::string>();
-    if (!chunk["choices"][0]["finish_reason"].is_null()) finish = chunk["choices"][0]["finish_reason"];
+    if (!chunk["choices"][0]["finish_reason"].is_null())
+      finish = chunk["choices"][0]["finish_reason"];
   }
   EXPECT_EQ(streamed, text);
   EXPECT_EQ(finish, whole["choices"][0]["finish_reason"]);
@@ -235,8 +240,9 @@ TEST_F(ServerTest, CompletionUsageStatsAndStreamingAgree) {
 
   // Chat through the fixture template, with logprobs.
   Json chat = {{"model", "pycoder"},
-               {"messages", {{{"role", "system"}, {"content", "be short"}},
-                             {{"role", "user"}, {"content", {{{"type", "text"}, {"text", "add"}}}}}}},
+               {"messages",
+                {{{"role", "system"}, {"content", "be short"}},
+                 {{"role", "user"}, {"content", {{{"type", "text"}, {"text", "add"}}}}}}},
                {"max_completion_tokens", 8},
                {"temperature", 0},
                {"logprobs", true},
@@ -267,8 +273,8 @@ TEST_F(ServerTest, StopStringsCutExactly) {
       std::string stop = text.substr(start, len);
       size_t first = text.find(stop);
       for (bool stream : {false, true}) {
-        Json body = completion(48, {{"ignore_eos", true}, {"stop", {"\x01never", stop}},
-                                    {"stream", stream}});
+        Json body = completion(
+            48, {{"ignore_eos", true}, {"stop", {"\x01never", stop}}, {"stream", stream}});
         std::string raw = exchange(http_request("POST", "/v1/completions", body.dump(), kAuth));
         ASSERT_EQ(status_of(raw), 200);
         std::string got, finish;
@@ -277,7 +283,8 @@ TEST_F(ServerTest, StopStringsCutExactly) {
             if (e == "[DONE]") break;
             Json chunk = Json::parse(e);
             got += chunk["choices"][0]["text"].get<std::string>();
-            if (!chunk["choices"][0]["finish_reason"].is_null()) finish = chunk["choices"][0]["finish_reason"];
+            if (!chunk["choices"][0]["finish_reason"].is_null())
+              finish = chunk["choices"][0]["finish_reason"];
           }
         } else {
           Json reply = Json::parse(body_of(raw));
@@ -401,7 +408,8 @@ TEST_F(ServerTest, HostileRequestStormLeavesServerHealthy) {
           .dump(),
   };
   const std::vector<std::string> junk = {
-      "GARBAGE\r\n\r\n", "\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03",
+      "GARBAGE\r\n\r\n",
+      "\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03",
       "POST /v1/completions HTTP/1.1\r\nContent-Length: -5\r\n\r\n",
       "POST /v1/completions HTTP/1.1\r\nContent-Length: 99999999999999999999\r\n\r\n",
       "POST /v1/completions HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
@@ -421,11 +429,21 @@ TEST_F(ServerTest, HostileRequestStormLeavesServerHealthy) {
       for (int e = 0; e < edits && !body.empty(); ++e) {
         size_t at = rng() % body.size();
         switch (rng() % 5) {
-          case 0: body[at] = static_cast<char>(rng() % 256); break;        // any byte
-          case 1: body.erase(at, 1 + rng() % 8); break;                    // deletion
-          case 2: body.insert(at, std::string(1 + rng() % 3, "{[\"]},:0e-\\"[rng() % 11])); break;
-          case 3: body.resize(at); break;                                  // truncation
-          case 4: body.insert(at, "1e308"); break;                          // huge numbers
+          case 0:
+            body[at] = static_cast<char>(rng() % 256);
+            break;  // any byte
+          case 1:
+            body.erase(at, 1 + rng() % 8);
+            break;  // deletion
+          case 2:
+            body.insert(at, std::string(1 + rng() % 3, "{[\"]},:0e-\\"[rng() % 11]));
+            break;
+          case 3:
+            body.resize(at);
+            break;  // truncation
+          case 4:
+            body.insert(at, "1e308");
+            break;  // huge numbers
         }
       }
       raw = http_request("POST", i % 3 == 2 ? "/v1/chat/completions" : "/v1/completions", body,
@@ -440,8 +458,8 @@ TEST_F(ServerTest, HostileRequestStormLeavesServerHealthy) {
       continue;
     }
     ++answered;
-    EXPECT_TRUE(status == 200 || status == 400 || status == 404 || status == 413 ||
-                status == 415 || status == 431 || status == 414 || status == 501)
+    EXPECT_TRUE(status == 200 || status == 400 || status == 404 || status == 413 || status == 415 ||
+                status == 431 || status == 414 || status == 501)
         << "request " << i << " got " << response.substr(0, 300);
     if (status >= 400 && status != 431 && status != 414 && status != 501) {
       Json body = Json::parse(body_of(response), nullptr, false);

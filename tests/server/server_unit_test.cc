@@ -67,8 +67,8 @@ TEST(ServerRequest, RejectsWrongTypesAndRanges) {
         R"({"model": "m", "prompt": "x", "stream_options": 1})",
         R"({"model": "m", "prompt": "x", "n": 0})",
         R"({"model": "m", "prompt": "x", "logprobs": true})",
-        R"({"model": "m", "prompt": "x", "echo": true})",
-        R"({"model": "m", "prompt": ["a", "b"]})", R"({"model": "m", "prompt": []})"}) {
+        R"({"model": "m", "prompt": "x", "echo": true})", R"({"model": "m", "prompt": ["a", "b"]})",
+        R"({"model": "m", "prompt": []})"}) {
     EXPECT_EQ(status_of(body, false), 400) << body;
   }
   EXPECT_EQ(status_of(std::string(100, '[') + std::string(100, ']'), false), 400);
@@ -76,8 +76,10 @@ TEST(ServerRequest, RejectsWrongTypesAndRanges) {
   EXPECT_EQ(json_depth("[[[\"\\\"[\"]]]", 64), 3);
   EXPECT_EQ(status_of(R"({"model": "m", "messages": [{"role": "user"}]})", true), 400);
   EXPECT_EQ(status_of(R"({"model": "m", "messages": "hi"})", true), 400);
-  EXPECT_EQ(status_of(R"({"model": "m", "messages": [{"role": "user", "content": "x", "name": 1}]})", true),
-            400);
+  EXPECT_EQ(
+      status_of(R"({"model": "m", "messages": [{"role": "user", "content": "x", "name": 1}]})",
+                true),
+      400);
 }
 
 // Feeds token ids of `text` one at a time and returns what the stream releases.
