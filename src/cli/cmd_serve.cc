@@ -35,6 +35,7 @@ struct ServeOptions {
   std::string served_name;
   int max_body_mb = 4;
   double drain_seconds = 30;
+  int prefix_cache_mb = 0;
 };
 
 std::string base_name(const std::string& dir) {
@@ -133,6 +134,13 @@ void run_serve(ServeOptions& o) {
   engine_options.draft_length = o.spec.lengths();
   engine_options.sampled_draft_k = o.spec.draft_fixed;
   engine_options.draft_model = draft_model.get();
+  std::unique_ptr<PrefixCache> prefix_cache;
+  if (o.prefix_cache_mb > 0) {
+    prefix_cache =
+        std::make_unique<PrefixCache>(*target.backend, *target.kv, target.model->limits().max_rows,
+                                      static_cast<size_t>(o.prefix_cache_mb) << 20);
+    engine_options.prefix_cache = prefix_cache.get();
+  }
   BatchEngine engine(*target.model, *target.kv, engine_options,
                      [&ngram] { return make_sequence_drafter(ngram); });
 
@@ -172,9 +180,10 @@ void run_serve(ServeOptions& o) {
   if (draft) bytes += summarize_weights(draft->store).bytes + draft->kv->bytes();
   std::fprintf(stderr,
                "specd serve: http://%s:%d/v1 | model %s (%s) | drafter %s | parallel %d | "
-               "context %d | memory %.1f MiB (weights + KV) | chat template: %s\n",
+               "context %d | memory %.1f MiB (weights + KV) | prefix cache %d MiB | chat "
+               "template: %s\n",
                o.http.host.c_str(), port, o.http.model_id.c_str(), o.load.model_dir.c_str(),
-               mode.c_str(), o.parallel, o.load.context, bytes / 1048576.0,
+               mode.c_str(), o.parallel, o.load.context, bytes / 1048576.0, o.prefix_cache_mb,
                chat_template ? "yes" : "no");
   std::thread signal_thread([&] { drain_on_signal(http, engine, o.drain_seconds); });
   bool ok = http.listen();
@@ -218,6 +227,10 @@ void register_serve_command(CLI::App& app) {
   cmd->add_option("--max-tokens", o->http.max_tokens_default,
                   "Default max_tokens when a request gives none (0 = to the end of the context)")
       ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  cmd->add_option("--prefix-cache-mb", o->prefix_cache_mb,
+                  "Host memory for reusing the K/V of earlier prompts' leading chunks (0 = off)")
+      ->check(CLI::Range(0, 1 << 20))
       ->capture_default_str();
   cmd->add_option("--drain-timeout", o->drain_seconds,
                   "Seconds in-flight requests get to finish after SIGTERM")

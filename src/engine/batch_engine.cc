@@ -54,6 +54,10 @@ BatchEngine::BatchEngine(Transformer& model, KvCache& kv, const BatchEngineOptio
   options_.draft_length.min_k = std::min(options_.draft_length.min_k, options_.draft_length.max_k);
   options_.draft_length.fixed_k = std::min(options_.draft_length.fixed_k, k_limit);
   options_.sampled_draft_k = std::min(options_.sampled_draft_k, k_limit);
+  SPECD_CHECK(
+      !options.prefix_cache || options.prefix_cache->block_tokens() == model.limits().max_rows,
+      "prefix cache blocks ({} tokens) must equal the prefill chunk ({} rows)",
+      options.prefix_cache ? options.prefix_cache->block_tokens() : 0, model.limits().max_rows);
   for (int s = 0; s < options.parallel; ++s) {
     auto seq = std::make_unique<Sequence>(s, vocab_, make_drafter ? make_drafter() : nullptr);
     seq->proposal.tokens.reserve(logit_rows);
@@ -128,6 +132,8 @@ BatchEngineSnapshot BatchEngine::snapshot() const {
   s.active = active_.load();
   s.kv_used = kv_used_.load();
   s.kv_capacity = static_cast<int64_t>(options_.parallel) * kv_.shape().capacity;
+  s.prefix_cache_bytes = prefix_bytes_.load();
+  s.prefix_cache_hit_tokens = prefix_hits_.load();
   return s;
 }
 
@@ -183,6 +189,12 @@ void BatchEngine::admit() {
         s.start = now_seconds();
         if (s.drafter) s.drafter->reset();
         if (options_.draft_model) options_.draft_model->reset(s.slot);
+        if (options_.prefix_cache) {
+          const int n = static_cast<int>(g.prompt.size());
+          const int block = options_.prefix_cache->block_tokens();
+          s.prefilled = options_.prefix_cache->restore(s.slot, g.prompt, (n - 1) / block);
+          s.result.stats.cached_prompt_tokens = s.prefilled;
+        }
         kv_.truncate(s.slot, 0);
         active_.fetch_add(1);
       }
@@ -220,6 +232,10 @@ bool BatchEngine::step() {
   int64_t used = 0;
   for (auto& seq : slots_) used += seq->request ? kv_.length(seq->slot) : 0;
   kv_used_.store(used);
+  if (options_.prefix_cache) {
+    prefix_bytes_.store(static_cast<int64_t>(options_.prefix_cache->bytes()));
+    prefix_hits_.store(options_.prefix_cache->hit_tokens());
+  }
   return true;
 }
 
@@ -236,6 +252,9 @@ void BatchEngine::prefill_chunk(Sequence& seq) {
   batch.logit_rows = &last_row;
   batch.n_logit_rows = begin + rows == n ? 1 : 0;
   Tensor logits = model_.forward(batch, kv_);
+  if (options_.prefix_cache && rows == options_.prefix_cache->block_tokens() && begin + rows < n) {
+    options_.prefix_cache->store(seq.slot, prompt, begin / rows);
+  }
   seq.prefilled += rows;
   if (seq.prefilled < n) return;
   kv_.set_length(seq.slot, n);

@@ -13,6 +13,7 @@
 
 #include "engine/batch_draft_model.h"
 #include "engine/generation.h"
+#include "engine/prefix_cache.h"
 #include "kv/kv_cache.h"
 #include "model/transformer.h"
 #include "spec/draft_length.h"
@@ -52,6 +53,8 @@ struct BatchEngineOptions {
   // Batched draft-model proposals (one draft KV slot per sequence), used when a sequence's own
   // drafter (if any, e.g. n-gram lookup) proposes nothing. Not owned; may be nullptr.
   BatchDraftModel* draft_model = nullptr;
+  // Prompt KV reuse over whole prefill chunks (blocks of the model's max rows). Not owned.
+  PrefixCache* prefix_cache = nullptr;
 };
 
 struct BatchEngineSnapshot {
@@ -59,6 +62,8 @@ struct BatchEngineSnapshot {
   int active = 0;
   int64_t kv_used = 0;      // committed target KV entries over all slots
   int64_t kv_capacity = 0;  // slots x capacity
+  int64_t prefix_cache_bytes = 0;
+  int64_t prefix_cache_hit_tokens = 0;  // prompt tokens restored instead of prefilled
 };
 
 class BatchEngine {
@@ -105,6 +110,7 @@ class BatchEngine {
   std::deque<std::shared_ptr<BatchRequest>> waiting_;
   std::atomic<int> active_{0};
   std::atomic<int64_t> kv_used_{0};
+  std::atomic<int64_t> prefix_bytes_{0}, prefix_hits_{0};
   bool stopping_ = false;
   std::thread thread_;
   uint64_t admissions_ = 0;

@@ -92,6 +92,11 @@ std::string Metrics::render(const BatchEngineSnapshot& engine) const {
          static_cast<double>(engine.kv_capacity));
   metric("specd_kv_cache_usage_ratio", "gauge", "Fraction of the KV cache in use.",
          engine.kv_capacity > 0 ? static_cast<double>(engine.kv_used) / engine.kv_capacity : 0);
+  metric("specd_prefix_cache_bytes", "gauge", "Host memory held by the prefix cache.",
+         static_cast<double>(engine.prefix_cache_bytes));
+  metric("specd_prefix_cache_hit_tokens_total", "counter",
+         "Prompt tokens restored from the prefix cache instead of prefilled.",
+         static_cast<double>(engine.prefix_cache_hit_tokens));
   ttft_.render("specd_time_to_first_token_seconds",
                "Time from receiving a request to its first generated token.", out);
   per_token_.render("specd_time_per_output_token_seconds",

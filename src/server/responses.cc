@@ -53,7 +53,8 @@ OrderedJson logprobs_json(const std::vector<TokenLogprob>& entries, const Tokeni
 OrderedJson usage_json(const GenerationStats& s) {
   return {{"prompt_tokens", s.prompt_tokens},
           {"completion_tokens", s.generated_tokens},
-          {"total_tokens", s.prompt_tokens + s.generated_tokens}};
+          {"total_tokens", s.prompt_tokens + s.generated_tokens},
+          {"prompt_tokens_details", {{"cached_tokens", s.cached_prompt_tokens}}}};
 }
 
 OrderedJson specd_json(const GenerationStats& s, const std::string& drafter) {

@@ -10,6 +10,7 @@
 
 #include "core/error.h"
 #include "engine/generator.h"
+#include "engine/prefix_cache.h"
 #include "engine/sequence_drafter.h"
 #include "io/json_file.h"
 #include "io/tensor_store.h"
@@ -234,6 +235,62 @@ TEST_F(BatchEngineTest, RejectsBadRequestsWithClearErrors) {
   request->generate = GenerateRequest{{1, 2}, 4, SamplingParams{}, {}};
   request->generate.sampling.temperature = -1;
   EXPECT_THROW(engine.submit(request), Error);
+}
+
+}  // namespace
+}  // namespace specd
+
+namespace specd {
+namespace {
+
+// The prefix cache restores whole prefill chunks; outputs with full and partial hits equal
+// plain generation, and the restored token counts are what the shared prefixes allow.
+TEST(PrefixCache, HitsAreExactAndCountWholeChunks) {
+  Model target(kRoot + "/models/pycoder-target", 2, kCapacity);
+  std::vector<int32_t> pool;
+  for (const auto& p : prompts(16)) pool.insert(pool.end(), p.begin(), p.end());
+  ASSERT_GT(pool.size(), 420u);
+  auto slice = [&](size_t a, size_t b) {
+    return std::vector<int32_t>(pool.begin() + a, pool.begin() + b);
+  };
+  std::vector<int32_t> a = slice(0, 300);
+  std::vector<int32_t> b = slice(0, 200);
+  std::vector<int32_t> tail = slice(350, 420);
+  b.insert(b.end(), tail.begin(), tail.end());
+  std::vector<int32_t> d = slice(0, 130);
+  struct Case {
+    std::vector<int32_t> prompt;
+    int cached;  // expected restored tokens (chunks of kMaxRows = 64)
+  };
+  for (size_t budget : {size_t(64) << 20, size_t(1)}) {
+    const bool big = budget > 1;
+    std::vector<Case> cases = {{a, 0}, {b, big ? 192 : 0}, {a, big ? 256 : 0}, {d, big ? 128 : 0}};
+    PrefixCache cache(*target.backend, *target.kv, kMaxRows, budget);
+    BatchEngineOptions options;
+    options.parallel = 2;
+    options.prefix_cache = &cache;
+    BatchEngine engine(*target.model, *target.kv, options, {});
+    Model alone(kRoot + "/models/pycoder-target", 1, kCapacity);
+    Generator generator(*alone.model, *alone.kv);
+    for (const Case& c : cases) {
+      GenerateRequest request{c.prompt, 12, SamplingParams{}, {}};
+      std::vector<int32_t> expected = generator.generate(request).tokens;
+      auto r = std::make_shared<BatchRequest>();
+      r->generate = request;
+      GenerationResult got;
+      bool done = false;
+      r->on_done = [&](const GenerationResult& result) {
+        got = result;
+        done = true;
+      };
+      engine.submit(r);
+      for (int i = 0; i < 10000 && !done; ++i) engine.step();
+      ASSERT_TRUE(done);
+      EXPECT_EQ(got.tokens, expected) << "prompt of " << c.prompt.size() << " tokens";
+      EXPECT_EQ(got.stats.cached_prompt_tokens, c.cached) << "prompt of " << c.prompt.size();
+    }
+    EXPECT_EQ(cache.bytes() > 0, big);
+  }
 }
 
 }  // namespace

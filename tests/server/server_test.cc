@@ -41,6 +41,7 @@ struct Served {
   std::unique_ptr<Tokenizer> tokenizer;
   std::unique_ptr<ChatTemplate> chat_template;
   std::unique_ptr<BatchDraftModel> draft_model;
+  std::unique_ptr<PrefixCache> prefix_cache;
   std::unique_ptr<BatchEngine> engine;
   std::unique_ptr<server::Server> http;
   std::thread listener;
@@ -74,6 +75,8 @@ struct Served {
     BatchEngineOptions options;
     options.parallel = 4;
     options.draft_model = draft_model.get();
+    prefix_cache = std::make_unique<PrefixCache>(*backend, *kv, 64, size_t(16) << 20);
+    options.prefix_cache = prefix_cache.get();
     engine = std::make_unique<BatchEngine>(*model, *kv, options,
                                            [drafting] { return make_sequence_drafter(drafting); });
     server::ServerOptions http_options;
@@ -259,6 +262,20 @@ TEST_F(ServerTest, CompletionUsageStatsAndStreamingAgree) {
     EXPECT_NEAR(entry["logprob"].get<double>(), entry["top_logprobs"][0]["logprob"].get<double>(),
                 1e-6);
   }
+}
+
+TEST_F(ServerTest, PrefixCacheHitGivesTheSameText) {
+  std::string prompt;
+  for (int i = 0; i < 40; ++i)
+    prompt += "value_" + std::to_string(i) + " = compute(" + std::to_string(i) + ")\n";
+  Json body = completion(16, {{"prompt", prompt}});
+  auto [s1, first] = post("/v1/completions", body);
+  auto [s2, second] = post("/v1/completions", body);
+  ASSERT_EQ(s1, 200);
+  ASSERT_EQ(s2, 200);
+  EXPECT_GT(first["usage"]["prompt_tokens"].get<int>(), 200);
+  EXPECT_GE(second["usage"]["prompt_tokens_details"]["cached_tokens"].get<int>(), 192);
+  EXPECT_EQ(second["choices"][0]["text"], first["choices"][0]["text"]);
 }
 
 TEST_F(ServerTest, StopStringsCutExactly) {
