@@ -52,6 +52,12 @@ Server::Server(ServerOptions options, ServerModel model)
   http_->set_write_timeout(options_.read_timeout_seconds, 0);
   http_->set_keep_alive_max_count(1000);
   http_->set_keep_alive_timeout(5);
+  // SO_REUSEADDR only: httplib's default also sets SO_REUSEPORT, which would let a second
+  // server bind the same port silently.
+  http_->set_socket_options([](socket_t sock) {
+    int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+  });
   routes();
 }
 
