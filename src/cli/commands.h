@@ -14,5 +14,6 @@ void register_info_command(CLI::App& app);
 void register_bench_command(CLI::App& app);
 void register_tokenize_commands(CLI::App& app);  // tokenize, detokenize
 void register_render_chat_command(CLI::App& app);
+void register_serve_command(CLI::App& app);
 
 }  // namespace specd::cli

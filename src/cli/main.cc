@@ -19,6 +19,7 @@ int main(int argc, char** argv) {
   specd::cli::register_perplexity_command(app);
   specd::cli::register_tokenize_commands(app);
   specd::cli::register_render_chat_command(app);
+  specd::cli::register_serve_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -19,6 +19,7 @@ struct GenerateRequest {
 struct GenerationStats {
   int prompt_tokens = 0;
   int generated_tokens = 0;
+  int cached_prompt_tokens = 0;  // prompt tokens whose K/V came from a prefix cache
   int rounds = 0;             // target forwards in the decode phase (each verifies a draft)
   int drafted = 0;            // draft tokens proposed
   int accepted = 0;           // draft tokens accepted

@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# Runs tests/server/openai_client_test.cjs (the official OpenAI Node client) against
+# `specd serve` on 127.0.0.1, once without speculation and once with n-gram + draft model
+# (--parallel 16); the greedy texts of both must be equal. Then checks SIGTERM draining: a
+# stream in flight finishes with [DONE] and the server exits 0. Exits 77 (skipped) without node
+# or the client (tests/server/fetch_openai_client.sh fetches it).
+#
+#   bash tests/server/openai_client_test.sh path/to/specd
+set -euo pipefail
+specd=$(realpath "$1")
+root=$(cd "$(dirname "$0")/../.." && pwd)
+export SPECD_DATA_DIR="${SPECD_DATA_DIR:-${HOME:-$root/build}/.cache/specd}"
+command -v node > /dev/null || { echo "openai_client_test: node not found, skipped"; exit 77; }
+modules=$(bash "$root/tests/server/fetch_openai_client.sh" 2> /dev/null) ||
+  { echo "openai_client_test: the openai npm package is not available, skipped"; exit 77; }
+work=$(mktemp -d)
+pids=()
+cleanup() {
+  for pid in "${pids[@]}"; do kill "$pid" 2> /dev/null || true; done
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+# start_server NAME ARGS...: starts specd serve on a free loopback port; sets $port and $pid.
+start_server() {
+  local name=$1
+  shift
+  "$specd" serve --model "$root/models/pycoder-target" --host 127.0.0.1 --port 0 \
+    --api-key sk-local-test --threads 2 --ctx-size 1024 \
+    --chat-template "$root/tests/data/server/chat_template.jinja" "$@" 2> "$work/$name.log" &
+  pid=$!
+  pids+=("$pid")
+  port=""
+  for _ in $(seq 1 300); do  # up to 30 s to load
+    port=$(sed -n 's|.*http://127.0.0.1:\([0-9]*\)/v1.*|\1|p' "$work/$name.log" | head -n 1)
+    [ -n "$port" ] && break
+    kill -0 "$pid" 2> /dev/null || break
+    sleep 0.1
+  done
+  [ -n "$port" ] || { echo "server $name did not start:"; cat "$work/$name.log"; exit 1; }
+}
+
+run_client() {  # run_client NAME: the client test against $port; greedy texts to $work/NAME.json
+  SPECD_URL="http://127.0.0.1:$port/v1" SPECD_KEY=sk-local-test SPECD_MODEL=pycoder-target \
+    OPENAI_MODULES="$modules" timeout 240 node "$root/tests/server/openai_client_test.cjs" \
+    > "$work/$1.json" || { echo "client test failed against server $1:"; tail -n 20 "$work/$1.log"; exit 1; }
+}
+
+start_server plain --spec none --parallel 16
+run_client plain
+kill -TERM "$pid"
+wait "$pid"
+start_server spec --draft "$root/models/pycoder-draft" --spec ngram+draft --parallel 16
+run_client spec
+cmp -s <(tail -n 1 "$work/plain.json") <(tail -n 1 "$work/spec.json") ||
+  { echo "greedy texts differ between plain and speculative serving"; exit 1; }
+
+# SIGTERM drains: the in-flight stream completes, then the server exits 0.
+curl_out="$work/drain.txt"
+body='{"model": "pycoder-target", "prompt": "def f(x):\n", "max_tokens": 200, "temperature": 0, "stream": true, "ignore_eos": true}'
+node -e '
+  const [url, body, out] = process.argv.slice(1);
+  fetch(url, {method: "POST", body, headers: {"Content-Type": "application/json",
+        "Authorization": "Bearer sk-local-test"}})
+    .then((r) => r.text()).then((t) => require("fs").writeFileSync(out, t))
+    .catch((e) => { require("fs").writeFileSync(out, "FAILED " + e); });
+' "http://127.0.0.1:$port/v1/completions" "$body" "$curl_out" &
+client=$!
+sleep 0.3
+kill -TERM "$pid"
+wait "$client"
+status=0
+wait "$pid" || status=$?
+[ "$status" = 0 ] || { echo "server exited with $status after SIGTERM"; cat "$work/spec.log"; exit 1; }
+grep -q 'data: \[DONE\]' "$curl_out" || { echo "the stream in flight did not finish:"; tail -c 300 "$curl_out"; exit 1; }
+grep -q '"finish_reason":"length"' "$curl_out" || { echo "the drained stream was cut short"; exit 1; }
+echo "openai_client_test: passed (plain and ngram+draft, 16 concurrent, SIGTERM drain)"
