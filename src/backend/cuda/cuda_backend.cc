@@ -279,7 +279,7 @@ void CudaBackend::run_matmuls(const Tensor& x, std::span<const MatmulPart> parts
       single.part[0] = a;
       single.tile_end[0] = (a.n + 15) / 16;
       single.count = 1;
-      run_small(single);  // the generic kernel for large M (16 rows at a time)
+      run_small(single);
     }
     return;
   }
@@ -293,23 +293,9 @@ void CudaBackend::run_small(const cuda::MatmulGroup& group) {
   s.partial_floats = cuda::small_matmul_partial_floats(plan);
   if (s.partial_floats > 0) {
     s.partials = static_cast<float*>(scratch(kPartials, s.partial_floats * 4));
-    s.ticket_count = static_cast<size_t>(plan.tiles);
-    s.tickets = static_cast<unsigned*>(scratch(kTickets, s.ticket_count * 4));
+    s.tickets = static_cast<unsigned*>(scratch(kTickets, static_cast<size_t>(plan.tiles) * 4));
   }
-  if (group.part[0].m <= kSmallBatch || !plan.tensor_cores) {
-    cuda::matmul_small(group, plan, s, stream_);
-    return;
-  }
-  for (int64_t m0 = 0; m0 < group.part[0].m; m0 += kSmallBatch) {  // tensor cores, large M
-    cuda::MatmulGroup rows = group;
-    for (int p = 0; p < group.count; ++p) {
-      cuda::MatmulArgs& a = rows.part[p];
-      a.x += m0 * a.x_stride;
-      a.y += m0 * a.y_stride;
-      a.m = std::min<int64_t>(kSmallBatch, a.m - m0);
-    }
-    cuda::matmul_small(rows, plan, s, stream_);
-  }
+  cuda::matmul_small(group, plan, s, stream_);
 }
 
 void CudaBackend::rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& y) {

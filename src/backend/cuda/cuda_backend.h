@@ -50,9 +50,6 @@ class CudaBackend final : public Backend {
   void attention(const Tensor& q, int n_heads, const KvLayerView& cache, const AttentionRows& rows,
                  float scale, Tensor& out) override;
 
-  // Set SPECD_CUDA_GRAPHS=0 to run recorded forwards eagerly (for debugging and timing).
-  bool graphs_enabled() const { return graphs_; }
-
  private:
   // Runs a group of matmuls that share x (one part for plain matmul).
   void run_matmuls(const Tensor& x, std::span<const MatmulPart> parts, bool accumulate);
@@ -63,7 +60,7 @@ class CudaBackend final : public Backend {
   int index_ = 0;
   int multiprocessors_ = 0;
   CUstream_st* stream_ = nullptr;
-  bool graphs_ = true;
+  bool graphs_ = true;  // SPECD_CUDA_GRAPHS=0 runs recorded forwards eagerly
   bool capturing_ = false;
   struct Scratch {
     void* data = nullptr;

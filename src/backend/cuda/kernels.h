@@ -37,7 +37,6 @@ struct MatmulScratch {
   float* partials = nullptr;  // split-K partial sums
   size_t partial_floats = 0;
   unsigned* tickets = nullptr;  // one counter per output tile, zero between launches
-  size_t ticket_count = 0;
   void* x_bf16 = nullptr;  // GEMM operand copy of x (bf16)
   size_t x_bf16_elems = 0;
 };
