@@ -2,7 +2,10 @@
 # Builds specd with CUDA, runs the CUDA tests and the GPU benchmarks in one go, and prints a short
 # table. Meant for a machine with an NVIDIA GPU (sm_80 or newer) and nvcc.
 #
-# Usage: scripts/gpu-check.sh [phase...]   phases: build test sanitize kernels bench (default: all)
+# Usage: scripts/gpu-check.sh [phase...]
+#   phases: build test sanitize kernels bench (default: these five), profile (per-kernel times of
+#   the decode step with ncu), peers (gpt-fast side by side; needs SPECD_GPT_FAST_DIR, a folder
+#   with gpt-fast's model.py and quantize.py, and PyTorch)
 # Env: SPECD_GPU_OUT (results folder, default build-gpu/results), SPECD_GPU_MODEL_DIR (where the
 # random-weight benchmark models are written, default /tmp/specd-gpu-models), SPECD_GPU_CMAKE_ARGS
 # (extra configure arguments, e.g. -DSPECD_BLAS=OFF where OpenBLAS is not installed).
@@ -66,4 +69,33 @@ if has bench; then
   "$bin" bench -m "$models/llama-3.1-8b" --device cuda --prompt-len 2048 --gen-len 8 \
     --num-prompts 2 --modes oracle@4 -o "$out/cuda_llama-3.1-8b-prefill2048_$date.json" |
     grep -E "prefill"
+fi
+
+if has profile; then
+  # Per-kernel device times of one decode step (ncu replays each kernel alone: no overlap, so the
+  # sum is an upper bound), skipping prefill and the first steps.
+  [ -f "$models/llama-3.1-8b/config.json" ] ||
+    build-gpu/tools/make_random_model --preset llama-3.1-8b -o "$models/llama-3.1-8b"
+  SPECD_CUDA_GRAPHS=0 ncu --csv --metrics gpu__time_duration.sum --launch-skip 3000 \
+    --launch-count 26 "$bin" bench -m "$models/llama-3.1-8b" --device cuda --prompt-len 128 \
+    --gen-len 16 --num-prompts 1 --modes none >"$out/profile_kernels.csv" 2>"$out/profile_log.txt"
+  python3 - "$out/profile_kernels.csv" <<'PY'
+import csv, sys
+rows = [r for r in csv.DictReader(l for l in open(sys.argv[1]) if l.startswith('"'))]
+for r in rows:
+    unit = r["Metric Unit"]
+    us = float(r["Metric Value"].replace(",", "")) / (1000.0 if unit == "nsecond" else 1.0)
+    print(f"{us:8.2f} us  {r['Kernel Name'][:90]}")
+PY
+fi
+
+if has peers; then
+  if [ -n "${SPECD_GPT_FAST_DIR:-}" ]; then
+    python3 bench/gpt_fast_compare.py --gpt-fast-dir "$SPECD_GPT_FAST_DIR" \
+      --precisions "${SPECD_GPT_FAST_PRECISIONS:-bf16,int8}" \
+      --prompt-len 128 --gen-len 256 2>"$out/gpt_fast_log.txt" | tee "$out/gpt_fast.jsonl" ||
+      tail -n 20 "$out/gpt_fast_log.txt"
+  else
+    echo "peers: set SPECD_GPT_FAST_DIR to run gpt-fast side by side"
+  fi
 fi

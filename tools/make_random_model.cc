@@ -1,5 +1,7 @@
 // make_random_model: writes a random-weight model in Hugging Face format (config.json,
 // generation_config.json, model.safetensors) for tests, benchmarks and the demo.
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
 #include <atomic>
 #include <cmath>
@@ -104,19 +106,25 @@ void write_model(const Shape& s, DType dtype, const std::string& out, uint64_t s
   // Each tensor has its own generator (seed, index), so threads give the same bytes.
   std::vector<Tensor> tensors(specs.size());
   std::atomic<size_t> next{0}, done{0};
+  const bool terminal = isatty(fileno(stderr)) != 0;  // else one line per tenth, not per tensor
   auto worker = [&] {
     for (size_t i = next++; i < specs.size(); i = next++) {
       Random rng{seed * 0x9E3779B97F4A7C15ull + i};
       tensors[i] =
           make_tensor(specs[i].name, specs[i].shape, dtype, rng, specs[i].center, specs[i].spread);
-      std::fprintf(stderr, "\rgenerated %zu / %zu tensors", ++done, specs.size());
+      const size_t n = ++done;
+      if (terminal || n * 10 / specs.size() != (n - 1) * 10 / specs.size()) {
+        std::fprintf(stderr,
+                     terminal ? "\rgenerated %zu / %zu tensors" : "generated %zu / %zu tensors\n",
+                     n, specs.size());
+      }
     }
   };
   std::vector<std::thread> threads;
   const unsigned n_threads = std::max(1u, std::thread::hardware_concurrency());
   for (unsigned t = 0; t < n_threads; ++t) threads.emplace_back(worker);
   for (auto& t : threads) t.join();
-  std::fprintf(stderr, "\n");
+  if (terminal) std::fprintf(stderr, "\n");
   std::vector<specd::TensorToWrite> views;
   for (const auto& t : tensors) views.push_back({t.name, dtype, t.shape, t.data.data()});
   specd::write_safetensors(out + "/model.safetensors", views, {{"format", "pt"}});

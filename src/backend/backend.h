@@ -118,6 +118,15 @@ class Backend {
   // Writes the rows' K and V ([M, n_kv_heads * head_dim] f32) into the cache at cache_index.
   virtual void store_kv(const Tensor& k, const Tensor& v, const KvLayerView& cache,
                         const AttentionRows& rows) = 0;
+  // The attention inputs of one layer: rope on q ([M, n_heads * head_dim] f32) and on k, then k
+  // and v into the cache. The default runs rope, rope and store_kv; a GPU backend fuses them.
+  virtual void rope_store_kv(Tensor& q, Tensor& k, const Tensor& v, int n_heads,
+                             const RopeTable& table, const KvLayerView& cache,
+                             const AttentionRows& rows) {
+    rope(q, n_heads, rows.positions, table);
+    rope(k, cache.n_kv_heads, rows.positions, table);
+    store_kv(k, v, cache, rows);
+  }
   // Attention of q ([M, n_heads * head_dim] f32) over the cache; out has q's shape.
   // Each row's result is independent of the other rows (batch invariance).
   virtual void attention(const Tensor& q, int n_heads, const KvLayerView& cache,

@@ -158,9 +158,7 @@ Tensor Transformer::forward(const ForwardBatch& batch, KvCache& kv) {
         backend_.rms_norm(q_heads, w.q_norm, eps, q_heads);
         backend_.rms_norm(k_heads, w.k_norm, eps, k_heads);
       }
-      backend_.rope(q, c.n_heads, rows.positions, rope_);
-      backend_.rope(k, c.n_kv_heads, rows.positions, rope_);
-      backend_.store_kv(k, v, cache, rows);
+      backend_.rope_store_kv(q, k, v, c.n_heads, rope_, cache, rows);
       backend_.attention(q, c.n_heads, cache, rows, scale, attn);
       backend_.matmul(attn, w.wo, bias(w.bo), x, true);
       backend_.rms_norm(x, w.post_norm, eps, h);

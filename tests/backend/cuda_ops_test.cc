@@ -2,6 +2,7 @@
 // Skips when the build has no CUDA backend or no GPU is present.
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <memory>
 #include <numeric>
 #include <vector>
@@ -30,6 +31,14 @@ AttentionRows make_rows(int64_t count, const Tensor& slots, const Tensor& index,
   rows.cache_index = index;
   rows.positions = positions;
   return rows;
+}
+
+// True if the two host tensors hold the same bytes.
+bool same_tensor(const HostTensor& a, const HostTensor& b) {
+  const Tensor &x = a.t(), &y = b.t();
+  return x.rows == y.rows && x.stride == y.stride && x.dtype == y.dtype &&
+         std::memcmp(x.data, y.data,
+                     static_cast<size_t>(x.rows * x.stride) * dtype_size(x.dtype)) == 0;
 }
 
 class CudaOps : public testing::Test {
@@ -195,6 +204,49 @@ TEST_F(CudaOps, ElementwiseOpsMatchReference) {
   backend_->silu_mul(upload(gate), upload(up), dout);
   reference::silu_mul(gate.t(), up.t(), out_want.t());
   EXPECT_LE(max_rel_error(download(dout, out).t(), out_want.t()), kOpTolerance);
+}
+
+TEST_F(CudaOps, FusedRopeStoreKvMatchesTheSeparateOps) {
+  const int64_t m = 4, half = 16, head_dim = 2 * half, positions = 40, capacity = 50;
+  const int n_heads = 6, kv_heads = 2;
+  const int64_t width = kv_heads * head_dim;
+  HostTensor cos = HostTensor(DType::kF32, positions, half).random(31);
+  HostTensor sin = HostTensor(DType::kF32, positions, half).random(32);
+  HostTensor pos = backend_test::i32_vector({7, 8, 9, 39});
+  HostTensor index = backend_test::i32_vector({7, 8, 9, 49});
+  HostTensor slots = backend_test::i32_vector({1, 1, 1, 0});
+  HostTensor q = HostTensor(DType::kF32, m, n_heads * head_dim).random(33);
+  HostTensor k = HostTensor(DType::kF32, m, width).random(34);
+  HostTensor v = HostTensor(DType::kF32, m, width).random(35);
+  RopeTable table{upload(cos), upload(sin)};
+  AttentionRows rows = make_rows(m, upload(slots), upload(index), upload(pos));
+  // Two caches of 2 slots: one written by the fused op, one by rope, rope and store_kv.
+  HostTensor cache(DType::kBF16, 2 * capacity, width);
+  KvLayerView views[2];
+  Tensor qs[2], ks[2], caches_k[2], caches_v[2];
+  for (int i = 0; i < 2; ++i) {
+    caches_k[i] = upload(cache);
+    caches_v[i] = upload(cache);
+    views[i] = KvLayerView{
+        caches_k[i].data, caches_v[i].data,          DType::kBF16, capacity, 2, capacity * width,
+        kv_heads,         static_cast<int>(head_dim)};
+    qs[i] = upload(q);
+    ks[i] = upload(k);
+  }
+  const Tensor dv = upload(v);
+  backend_->rope_store_kv(qs[0], ks[0], dv, n_heads, table, views[0], rows);
+  backend_->rope(qs[1], n_heads, rows.positions, table);
+  backend_->rope(ks[1], kv_heads, rows.positions, table);
+  backend_->store_kv(ks[1], dv, views[1], rows);
+  EXPECT_TRUE(same_tensor(download(qs[0], q), download(qs[1], q)));
+  EXPECT_TRUE(same_tensor(download(ks[0], k), download(ks[1], k)));
+  EXPECT_TRUE(same_tensor(download(caches_k[0], cache), download(caches_k[1], cache)));
+  EXPECT_TRUE(same_tensor(download(caches_v[0], cache), download(caches_v[1], cache)));
+  // And the reference.
+  HostTensor q_want = q.clone();
+  RopeTable host_table{cos.t(), sin.t()};
+  reference::rope(q_want.t(), n_heads, pos.t(), host_table);
+  EXPECT_LE(max_rel_error(download(qs[0], q).t(), q_want.t()), kOpTolerance);
 }
 
 TEST_F(CudaOps, AttentionMatchesReferenceAndIsInvariant) {

@@ -333,6 +333,40 @@ void CudaBackend::store_kv(const Tensor& k, const Tensor& v, const KvLayerView& 
                  rows.cache_index.ptr<const int32_t>(), stream_);
 }
 
+void CudaBackend::rope_store_kv(Tensor& q, Tensor& k, const Tensor& v, int n_heads,
+                                const RopeTable& table, const KvLayerView& cache,
+                                const AttentionRows& rows) {
+  check_device("rope_store_kv", index_,
+               {&q, &k, &v, &rows.positions, &rows.slots, &rows.cache_index, &table.cos});
+  op_checks::rope(q, n_heads, rows.positions, table, /*read_indices=*/false);
+  op_checks::rope(k, cache.n_kv_heads, rows.positions, table, /*read_indices=*/false);
+  op_checks::store_kv(k, v, cache, rows, /*read_indices=*/false);
+  if (q.rows == 0) return;
+  if (2 * table.cos.cols != cache.head_dim) {  // partial rotary: the separate ops
+    Backend::rope_store_kv(q, k, v, n_heads, table, cache, rows);
+    return;
+  }
+  cuda::RopeStoreArgs a;
+  a.q = q.ptr<float>();
+  a.q_stride = q.stride;
+  a.k = k.ptr<float>();
+  a.k_stride = k.stride;
+  a.v = v.ptr<const float>();
+  a.v_stride = v.stride;
+  a.m = q.rows;
+  a.n_heads = n_heads;
+  a.half = static_cast<int>(table.cos.cols);
+  a.positions = rows.positions.ptr<const int32_t>();
+  a.cos = table.cos.ptr<const float>();
+  a.sin = table.sin.ptr<const float>();
+  a.table_stride = table.cos.stride;
+  a.table_rows = table.cos.rows;
+  a.cache = cache_args(cache);
+  a.slots = rows.slots.ptr<const int32_t>();
+  a.cache_index = rows.cache_index.ptr<const int32_t>();
+  cuda::rope_store_kv(a, stream_);
+}
+
 void CudaBackend::attention(const Tensor& q, int n_heads, const KvLayerView& cache,
                             const AttentionRows& rows, float scale, Tensor& out) {
   check_device("attention", index_, {&q, &out, &rows.slots});

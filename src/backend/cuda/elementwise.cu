@@ -43,6 +43,10 @@ __device__ float block_sum(float v) {
   return total;
 }
 
+constexpr int kNormPerThread = 8;  // row elements a thread keeps in registers
+
+// The row's loads are issued together (kept in registers between the two passes); rows longer
+// than kNormPerThread * blockDim.x read the rest in a strided loop.
 __global__ void rms_norm_kernel(const float* x, int64_t x_stride, const void* weight,
                                 DType weight_dtype, float eps, float* y, int64_t y_stride,
                                 int64_t cols) {
@@ -50,11 +54,26 @@ __global__ void rms_norm_kernel(const float* x, int64_t x_stride, const void* we
   allow_next_kernel();
   const float* row = x + blockIdx.x * x_stride;
   float* out = y + blockIdx.x * y_stride;
+  const int64_t held = static_cast<int64_t>(kNormPerThread) * blockDim.x;
+  float v[kNormPerThread];
+#pragma unroll
+  for (int i = 0; i < kNormPerThread; ++i) {
+    const int64_t d = threadIdx.x + static_cast<int64_t>(i) * blockDim.x;
+    v[i] = d < cols ? row[d] : 0.0f;
+  }
   float sum_sq = 0.0f;
-  for (int64_t d = threadIdx.x; d < cols; d += blockDim.x) sum_sq = fmaf(row[d], row[d], sum_sq);
+#pragma unroll
+  for (int i = 0; i < kNormPerThread; ++i) sum_sq = fmaf(v[i], v[i], sum_sq);
+  for (int64_t d = held + threadIdx.x; d < cols; d += blockDim.x)
+    sum_sq = fmaf(row[d], row[d], sum_sq);
   const float inv = rsqrtf(block_sum(sum_sq) / static_cast<float>(cols) + eps);
-  for (int64_t d = threadIdx.x; d < cols; d += blockDim.x) {
+  for (int64_t d = held + threadIdx.x; d < cols; d += blockDim.x) {
     out[d] = row[d] * inv * load_f32(weight, weight_dtype, d);
+  }
+#pragma unroll
+  for (int i = 0; i < kNormPerThread; ++i) {
+    const int64_t d = threadIdx.x + static_cast<int64_t>(i) * blockDim.x;
+    if (d < cols) out[d] = v[i] * inv * load_f32(weight, weight_dtype, d);
   }
 }
 
@@ -107,7 +126,47 @@ __global__ void store_kv_kernel(const float* k, int64_t k_stride, const float* v
   }
 }
 
+// One thread per rotated pair: q pairs first, then k pairs, which also store their K and V
+// elements (both halves) into the cache.
+__global__ void rope_store_kv_kernel(RopeStoreArgs a) {
+  wait_for_inputs();
+  allow_next_kernel();
+  const int kv_heads = a.cache.n_kv_heads;
+  const int64_t per_row = static_cast<int64_t>(a.n_heads + kv_heads) * a.half;
+  const int64_t width = static_cast<int64_t>(kv_heads) * a.cache.head_dim;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < a.m * per_row;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t r = i / per_row, h = (i % per_row) / a.half, j = i % a.half;
+    const int64_t pos = a.positions[r];
+    if (pos < 0 || pos >= a.table_rows) continue;  // checked on the host
+    const bool is_q = h < a.n_heads;
+    const int64_t head = is_q ? h : h - a.n_heads;
+    float* x =
+        is_q ? a.q + r * a.q_stride + head * 2 * a.half : a.k + r * a.k_stride + head * 2 * a.half;
+    const float c = a.cos[pos * a.table_stride + j], s = a.sin[pos * a.table_stride + j];
+    const float x1 = x[j], x2 = x[j + a.half];
+    const float y1 = x1 * c - x2 * s, y2 = x2 * c + x1 * s;
+    x[j] = y1;
+    x[j + a.half] = y2;
+    if (is_q) continue;
+    const int64_t slot = a.slots[r], index = a.cache_index[r];
+    if (slot < 0 || slot >= a.cache.n_slots || index < 0 || index >= a.cache.capacity) continue;
+    const int64_t at = slot * a.cache.slot_stride + index * width + head * 2 * a.half + j;
+    const float* v = a.v + r * a.v_stride + head * 2 * a.half;
+    store_f32(a.cache.k, a.cache.dtype, at, y1);
+    store_f32(a.cache.k, a.cache.dtype, at + a.half, y2);
+    store_f32(a.cache.v, a.cache.dtype, at, v[j]);
+    store_f32(a.cache.v, a.cache.dtype, at + a.half, v[j + a.half]);
+  }
+}
+
 }  // namespace
+
+void rope_store_kv(const RopeStoreArgs& a, cudaStream_t stream) {
+  const int64_t pairs = a.m * (a.n_heads + a.cache.n_kv_heads) * a.half;
+  Launch launch(dim3(blocks_for(pairs, 256)), dim3(256), 0, stream);
+  check(cudaLaunchKernelEx(&launch.config, rope_store_kv_kernel, a), "rope_store_kv_kernel");
+}
 
 void embedding(const int32_t* ids, int64_t m, const void* table, DType table_dtype,
                int64_t table_stride, int64_t vocab, int64_t dim, float* out, int64_t out_stride,
@@ -120,7 +179,8 @@ void embedding(const int32_t* ids, int64_t m, const void* table, DType table_dty
 
 void rms_norm(const float* x, int64_t x_stride, const void* weight, DType weight_dtype, float eps,
               float* y, int64_t y_stride, int64_t rows, int64_t cols, cudaStream_t stream) {
-  const int threads = static_cast<int>(std::clamp<int64_t>((cols + 31) / 32 * 32, 32, 1024));
+  // About 4 elements per thread, 32 to 1024 threads.
+  const int threads = static_cast<int>(std::clamp<int64_t>((cols / 4 + 31) / 32 * 32, 32, 1024));
   Launch launch(dim3(static_cast<unsigned>(rows)), dim3(threads), 0, stream);
   check(cudaLaunchKernelEx(&launch.config, rms_norm_kernel, x, x_stride, weight, weight_dtype, eps,
                            y, y_stride, cols),

@@ -37,7 +37,7 @@ struct MatmulScratch {
   float* partials = nullptr;  // split-K partial sums
   size_t partial_floats = 0;
   unsigned* tickets = nullptr;  // one counter per output tile, zero between launches
-  void* x_bf16 = nullptr;  // GEMM operand copy of x (bf16)
+  void* x_bf16 = nullptr;       // GEMM operand copy of x (bf16)
   size_t x_bf16_elems = 0;
 };
 
@@ -86,6 +86,26 @@ struct CacheArgs {
 void store_kv(const float* k, int64_t k_stride, const float* v, int64_t v_stride, int64_t m,
               const CacheArgs& cache, const int32_t* slots, const int32_t* cache_index,
               cudaStream_t stream);
+
+// rope on q and k, then k and v into the cache (one launch).
+struct RopeStoreArgs {
+  float* q = nullptr;  // [M, n_heads * 2 * half] f32, rotated in place
+  int64_t q_stride = 0;
+  float* k = nullptr;  // [M, n_kv_heads * 2 * half] f32, rotated in place, then stored
+  int64_t k_stride = 0;
+  const float* v = nullptr;  // [M, n_kv_heads * 2 * half] f32
+  int64_t v_stride = 0;
+  int64_t m = 0;
+  int n_heads = 0, half = 0;
+  const int32_t* positions = nullptr;
+  const float* cos = nullptr;  // [table_rows, half]
+  const float* sin = nullptr;
+  int64_t table_stride = 0, table_rows = 0;
+  CacheArgs cache;
+  const int32_t* slots = nullptr;
+  const int32_t* cache_index = nullptr;
+};
+void rope_store_kv(const RopeStoreArgs& a, cudaStream_t stream);
 
 struct AttentionArgs {
   const float* q = nullptr;  // [M, n_heads * head_dim]
