@@ -118,6 +118,10 @@ class Backend {
   // Writes the rows' K and V ([M, n_kv_heads * head_dim] f32) into the cache at cache_index.
   virtual void store_kv(const Tensor& k, const Tensor& v, const KvLayerView& cache,
                         const AttentionRows& rows) = 0;
+  // ids[r] = the column of row r's largest logit: the first one on ties, as a sequential scan
+  // with `>` finds it (a NaN wins only in column 0). logits: [R, V] f32; ids: [1, R] i32. Lets
+  // greedy decoding copy R tokens to the host instead of R logit rows.
+  virtual void argmax_rows(const Tensor& logits, Tensor& ids) = 0;
   // The attention inputs of one layer: rope on q ([M, n_heads * head_dim] f32) and on k, then k
   // and v into the cache. The default runs rope, rope and store_kv; a GPU backend fuses them.
   virtual void rope_store_kv(Tensor& q, Tensor& k, const Tensor& v, int n_heads,

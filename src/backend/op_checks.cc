@@ -147,6 +147,12 @@ void silu_mul(const Tensor& gate, const Tensor& up, const Tensor& out) {
   check_f32("silu_mul", "out", out, gate.rows, gate.cols);
 }
 
+void argmax_rows(const Tensor& logits, const Tensor& ids) {
+  check_f32("argmax_rows", "logits", logits, logits.rows, logits.cols);
+  SPECD_CHECK(logits.cols > 0, "argmax_rows: logits have no columns");
+  check_i32_vector("argmax_rows", "ids", ids, logits.rows);
+}
+
 void store_kv(const Tensor& k, const Tensor& v, const KvLayerView& cache, const AttentionRows& rows,
               bool read_indices) {
   check_cache("store_kv", cache);

@@ -17,6 +17,7 @@ void rms_norm(const Tensor& x, const Tensor& weight, const Tensor& y);
 void rope(const Tensor& x, int n_heads, const Tensor& positions, const RopeTable& table,
           bool read_indices = true);
 void silu_mul(const Tensor& gate, const Tensor& up, const Tensor& out);
+void argmax_rows(const Tensor& logits, const Tensor& ids);
 // Checks shapes and that every row's (slot, cache_index) is inside the cache.
 void store_kv(const Tensor& k, const Tensor& v, const KvLayerView& cache, const AttentionRows& rows,
               bool read_indices = true);

@@ -19,8 +19,7 @@ double at(const Tensor& t, int64_t r, int64_t c) {
 // Row r of a weight (float or block-quantised) as f32.
 std::vector<float> weight_row(const Tensor& t, int64_t r) {
   std::vector<float> out(static_cast<size_t>(t.cols));
-  dequantize_row(t.dtype, static_cast<const char*>(t.data) + r * t.row_bytes(), t.cols,
-                 out.data());
+  dequantize_row(t.dtype, static_cast<const char*>(t.data) + r * t.row_bytes(), t.cols, out.data());
   return out;
 }
 
@@ -84,6 +83,18 @@ void silu_mul(const Tensor& gate, const Tensor& up, Tensor& out) {
       double g = at(gate, r, c);
       out.row<float>(r)[c] = static_cast<float>(g / (1.0 + std::exp(-g)) * at(up, r, c));
     }
+  }
+}
+
+void argmax_rows(const Tensor& logits, Tensor& ids) {
+  op_checks::argmax_rows(logits, ids);
+  for (int64_t r = 0; r < logits.rows; ++r) {
+    const float* row = logits.row<const float>(r);
+    int32_t best = 0;
+    for (int64_t c = 1; c < logits.cols; ++c) {
+      if (row[c] > row[best]) best = static_cast<int32_t>(c);
+    }
+    ids.ptr<int32_t>()[r] = best;
   }
 }
 

@@ -12,6 +12,7 @@ void matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y, boo
 void rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& y);
 void rope(Tensor& x, int n_heads, const Tensor& positions, const RopeTable& table);
 void silu_mul(const Tensor& gate, const Tensor& up, Tensor& out);
+void argmax_rows(const Tensor& logits, Tensor& ids);
 void store_kv(const Tensor& k, const Tensor& v, const KvLayerView& cache,
               const AttentionRows& rows);
 void attention(const Tensor& q, int n_heads, const KvLayerView& cache, const AttentionRows& rows,

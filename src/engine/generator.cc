@@ -22,7 +22,9 @@ Generator::Generator(Transformer& model, KvCache& kv, Drafter* drafter,
       logits_(static_cast<size_t>(model.limits().max_logit_rows) * model.config().vocab_size),
       rows_(model.limits().max_rows),
       positions_(model.limits().max_rows),
-      slots_(model.limits().max_rows, slot) {
+      slots_(model.limits().max_rows, slot),
+      argmax_buffer_(model.backend().alloc(model.limits().max_logit_rows * sizeof(int32_t))),
+      argmax_(model.limits().max_logit_rows) {
   const int limit = model.limits().max_logit_rows - 1;
   SPECD_CHECK(std::max(draft_length.max_k, draft_length.fixed_k) <= limit,
               "draft length {} exceeds the verification limit of {} tokens",
@@ -56,7 +58,28 @@ Tensor Generator::prefill(const std::vector<int32_t>& prompt) {
   return logits;
 }
 
-GenerationResult Generator::generate(const GenerateRequest& request, const TokenCallback& on_token) {
+void Generator::fetch_for_verify(const Tensor& logits) {
+  Backend& backend = model_.backend();
+  if (device_argmax_) {
+    Tensor ids = argmax_buffer_.view(DType::kI32, 1, logits.rows);
+    backend.argmax_rows(logits, ids);
+    backend.copy_to_host(argmax_.data(), ids.data, ids.bytes());
+  } else {
+    backend.copy_to_host(logits_.data(), logits.data, logits.bytes());
+  }
+}
+
+void Generator::verify_fetched(const SamplingParams& params, int64_t position) {
+  if (device_argmax_) {
+    Verifier::verify_tokens(argmax_.data(), proposal_, output_history_, verdict_);
+  } else {
+    verifier_.verify(logits_.data(), proposal_, params, position, prompt_history_, output_history_,
+                     verdict_);
+  }
+}
+
+GenerationResult Generator::generate(const GenerateRequest& request,
+                                     const TokenCallback& on_token) {
   validate_sampling_params(request.sampling);
   SPECD_CHECK(request.max_tokens >= 1, "max_tokens must be >= 1");
   const int n_prompt = static_cast<int>(request.prompt.size());
@@ -64,7 +87,6 @@ GenerationResult Generator::generate(const GenerateRequest& request, const Token
   SPECD_CHECK(n_prompt + request.max_tokens <= capacity,
               "prompt ({}) + max_tokens ({}) exceed the context size ({})", n_prompt,
               request.max_tokens, capacity);
-  const int vocab = model_.config().vocab_size;
   const SamplingParams& params = request.sampling;
   GenerationResult result;
   GenerationStats& stats = result.stats;
@@ -102,9 +124,9 @@ GenerationResult Generator::generate(const GenerateRequest& request, const Token
   stats.prefill_seconds = t0 - start;
   // The first token comes from the prompt's last row: a verification of an empty draft.
   proposal_.tokens.clear();
-  model_.backend().copy_to_host(logits_.data(), logits.data, vocab * sizeof(float));
-  verifier_.verify(logits_.data(), proposal_, params, n_prompt, prompt_history_, output_history_,
-                   verdict_);
+  device_argmax_ = params.greedy() && !params.has_penalties();
+  fetch_for_verify(logits);
+  verify_fetched(params, n_prompt);
   double decode_start = now_seconds();
   stats.sample_seconds += decode_start - t0;
   bool running = emit(verdict_.emitted[0]);
@@ -126,10 +148,9 @@ GenerationResult Generator::generate(const GenerateRequest& request, const Token
     double t_verify = now_seconds();
     ForwardBatch batch{drafted + 1, rows_.data(), positions_.data(), slots_.data()};
     logits = model_.forward(batch, kv_);
-    model_.backend().copy_to_host(logits_.data(), logits.data, logits.bytes());
+    fetch_for_verify(logits);
     double t_sample = now_seconds();
-    verifier_.verify(logits_.data(), proposal_, params, n, prompt_history_, output_history_,
-                     verdict_);
+    verify_fetched(params, n);
     double t_done = now_seconds();
 
     const int accepted = verdict_.accepted;
@@ -144,7 +165,8 @@ GenerationResult Generator::generate(const GenerateRequest& request, const Token
     stats.draft_seconds += proposal_.seconds;
     stats.verify_seconds += t_sample - t_verify;
     stats.sample_seconds += t_done - t_sample;
-    if (drafter_) policy.record(drafted, accepted, proposal_.seconds, drafted + 1, t_sample - t_verify);
+    if (drafter_)
+      policy.record(drafted, accepted, proposal_.seconds, drafted + 1, t_sample - t_verify);
     for (int32_t token : verdict_.emitted) {
       running = emit(token);
       if (!running) break;

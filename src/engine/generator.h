@@ -30,6 +30,12 @@ class Generator {
   Tensor prefill(const std::vector<int32_t>& prompt);
 
  private:
+  // Copies what verification of `logits` ([rows, vocab] on the model's device) needs to the
+  // host, waiting for the forward: each row's argmax, computed on the device, for greedy
+  // decoding without penalties; else the logit rows.
+  void fetch_for_verify(const Tensor& logits);
+  void verify_fetched(const SamplingParams& params, int64_t position);
+
   Transformer& model_;
   KvCache& kv_;
   Drafter* drafter_;
@@ -42,6 +48,9 @@ class Generator {
   VerifyResult verdict_;
   std::vector<int32_t> context_;    // prompt + emitted tokens
   std::vector<float> logits_;       // [max_logit_rows, vocab] host copy
+  bool device_argmax_ = false;      // this request verifies from device-side argmaxes
+  DeviceBuffer argmax_buffer_;      // [max_logit_rows] i32 on the model's device
+  std::vector<int32_t> argmax_;     // [max_logit_rows] host copy
   std::vector<int32_t> rows_;       // [max_rows] tokens of one forward
   std::vector<int32_t> positions_;  // [max_rows]
   std::vector<int32_t> slots_;      // [max_rows]

@@ -11,9 +11,9 @@ namespace specd {
 Verifier::Verifier(int vocab_size)
     : vocab_(vocab_size), sampler_(vocab_size), row_(vocab_size), probs_(vocab_size) {}
 
-void Verifier::verify(const float* logits, const DraftProposal& draft,
-                      const SamplingParams& params, int64_t position, const TokenHistory& prompt,
-                      TokenHistory& output, VerifyResult& result) {
+void Verifier::verify(const float* logits, const DraftProposal& draft, const SamplingParams& params,
+                      int64_t position, const TokenHistory& prompt, TokenHistory& output,
+                      VerifyResult& result) {
   result.accepted = 0;
   result.emitted.clear();
   const int k = static_cast<int>(draft.tokens.size());
@@ -30,8 +30,8 @@ void Verifier::verify(const float* logits, const DraftProposal& draft,
       const int32_t proposed = bonus ? -1 : draft.tokens[i];
       if (bonus || !draft.sampled) {
         // Plain decoding's own draw at this position; a point mass is accepted iff it matches.
-        token = Sampler::sample_from(probs_,
-                                     random_uniform(params.seed, pos, RandomPurpose::kSample));
+        token =
+            Sampler::sample_from(probs_, random_uniform(params.seed, pos, RandomPurpose::kSample));
       } else {
         const float* q = draft.probs.data() + static_cast<size_t>(i) * vocab_;
         double p_x = probs_[proposed], q_x = q[proposed];
@@ -56,6 +56,19 @@ void Verifier::verify(const float* logits, const DraftProposal& draft,
     // A token equal to the proposal continues the chain (the later proposals were drawn given
     // it); anything else ends the round.
     if (bonus || token != draft.tokens[i]) break;
+    ++result.accepted;
+  }
+}
+
+void Verifier::verify_tokens(const int32_t* targets, const DraftProposal& draft,
+                             TokenHistory& output, VerifyResult& result) {
+  result.accepted = 0;
+  result.emitted.clear();
+  const int k = static_cast<int>(draft.tokens.size());
+  for (int i = 0; i <= k; ++i) {
+    output.add(targets[i]);
+    result.emitted.push_back(targets[i]);
+    if (i == k || targets[i] != draft.tokens[i]) break;
     ++result.accepted;
   }
 }

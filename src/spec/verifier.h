@@ -11,7 +11,7 @@
 namespace specd {
 
 struct VerifyResult {
-  int accepted = 0;           // draft tokens accepted (a prefix of the proposal)
+  int accepted = 0;              // draft tokens accepted (a prefix of the proposal)
   std::vector<int32_t> emitted;  // the accepted tokens followed by the corrected/bonus token
 };
 
@@ -30,6 +30,10 @@ class Verifier {
   void verify(const float* logits, const DraftProposal& draft, const SamplingParams& params,
               int64_t position, const TokenHistory& prompt, TokenHistory& output,
               VerifyResult& result);
+  // Greedy verification from the target's choices (targets[i]: the argmax of row i, k + 1 of
+  // them), for greedy decoding without penalties: the same result as verify() on the logits.
+  static void verify_tokens(const int32_t* targets, const DraftProposal& draft,
+                            TokenHistory& output, VerifyResult& result);
 
  private:
   int vocab_;

@@ -2,6 +2,7 @@
 // Skips when the build has no CUDA backend or no GPU is present.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <memory>
 #include <numeric>
@@ -247,6 +248,27 @@ TEST_F(CudaOps, FusedRopeStoreKvMatchesTheSeparateOps) {
   RopeTable host_table{cos.t(), sin.t()};
   reference::rope(q_want.t(), n_heads, pos.t(), host_table);
   EXPECT_LE(max_rel_error(download(qs[0], q).t(), q_want.t()), kOpTolerance);
+}
+
+TEST_F(CudaOps, ArgmaxRowsMatchesTheReference) {
+  const int64_t rows = 9, vocab = 50021;
+  HostTensor logits = HostTensor(DType::kF32, rows, vocab).random(41, -20.0f, 20.0f);
+  float* l = logits.t().row<float>(0);
+  // Ties (row 1: the same maximum twice), NaNs (row 2 in column 0, row 3 elsewhere), -inf rows.
+  l[1 * vocab + 17] = l[1 * vocab + 40000] = 100.0f;
+  l[2 * vocab + 0] = std::nanf("");
+  l[3 * vocab + 5] = std::nanf("");
+  l[3 * vocab + 77] = 50.0f;
+  for (int64_t c = 0; c < vocab; ++c) l[4 * vocab + c] = -INFINITY;
+  HostTensor ids(DType::kI32, 1, rows), want(DType::kI32, 1, rows);
+  Tensor dids = upload(ids);
+  backend_->argmax_rows(upload(logits), dids);
+  reference::argmax_rows(logits.t(), want.t());
+  HostTensor got = download(dids, ids);
+  for (int64_t r = 0; r < rows; ++r) EXPECT_EQ(got.i32()[r], want.i32()[r]) << "row " << r;
+  EXPECT_EQ(want.i32()[1], 17);
+  EXPECT_EQ(want.i32()[2], 0);
+  EXPECT_EQ(want.i32()[3], 77);
 }
 
 TEST_F(CudaOps, AttentionMatchesReferenceAndIsInvariant) {

@@ -1,7 +1,10 @@
 // embedding, rms_norm, rope and silu_mul on the CPU backend vs the double reference.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <utility>
+#include <vector>
 
 #include "backend/cpu/cpu_backend.h"
 #include "backend/reference.h"
@@ -163,6 +166,27 @@ TEST(SiluMul, ExtremeGates) {
   for (int i = 0; i < 6; ++i) {
     EXPECT_NEAR(out.at(0, i), want.at(0, i), 1e-6 * std::abs(want.at(0, i)) + 1e-30) << g[i];
   }
+}
+
+TEST(ArgmaxRows, PicksTheFirstLargestLogitLikeASequentialScan) {
+  const float nan = std::nanf(""), inf = INFINITY;
+  // Each row with the column a sequential `>` scan keeps.
+  const std::vector<std::pair<std::vector<float>, int32_t>> cases = {
+      {{0.5f, 2.0f, -1.0f, 2.0f}, 1},  // ties: the first
+      {{-inf, -inf, -inf, -inf}, 0},   // all equal
+      {{1.0f, nan, 3.0f, nan}, 2},     // a NaN never wins after column 0
+      {{nan, 5.0f, 7.0f, 1.0f}, 0},    // a NaN in column 0 is never replaced
+      {{-3.0f, -2.0f, inf, inf}, 2},   // +inf ties
+  };
+  HostTensor logits(DType::kF32, static_cast<int64_t>(cases.size()), 4);
+  for (size_t r = 0; r < cases.size(); ++r) {
+    std::copy(cases[r].first.begin(), cases[r].first.end(), logits.t().row<float>(r));
+  }
+  HostTensor ids(DType::kI32, 1, static_cast<int64_t>(cases.size()));
+  backend().argmax_rows(logits.t(), ids.t());
+  for (size_t r = 0; r < cases.size(); ++r) EXPECT_EQ(ids.i32()[r], cases[r].second) << "row " << r;
+  HostTensor wrong(DType::kI32, 1, 2);
+  EXPECT_THROW(backend().argmax_rows(logits.t(), wrong.t()), Error);
 }
 
 }  // namespace

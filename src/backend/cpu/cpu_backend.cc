@@ -9,6 +9,7 @@
 
 #include "backend/cpu/kernels.h"
 #include "backend/op_checks.h"
+#include "backend/reference.h"
 #include "core/error.h"
 #include "core/memory_bandwidth.h"
 
@@ -155,6 +156,11 @@ void CpuBackend::rope(Tensor& x, int n_heads, const Tensor& positions, const Rop
                    positions.ptr<const int32_t>() + begin, table.cos.ptr<const float>(),
                    table.sin.ptr<const float>(), table.cos.stride);
   });
+}
+
+void CpuBackend::argmax_rows(const Tensor& logits, Tensor& ids) {
+  check_host("argmax_rows", {&logits, &ids});
+  reference::argmax_rows(logits, ids);  // one pass over the row: the reference is the kernel
 }
 
 void CpuBackend::silu_mul(const Tensor& gate, const Tensor& up, Tensor& out) {

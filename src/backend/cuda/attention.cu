@@ -310,10 +310,10 @@ void attention(const AttentionArgs& a, float* partials, cudaStream_t stream) {
   }
   const int64_t chunk = attention_chunk(a.cache.capacity);
   const int64_t n_chunks = (a.cache.capacity + chunk - 1) / chunk;
-  // Decode and verification: one query head per block, for parallelism (a block's instruction
-  // chain, not memory, bounds these small launches). Prefill: a KV head's query heads together,
-  // reading each K/V entry once for all of them.
-  const int heads = a.m <= 16 ? 1 : group;
+  // Decode: one query head per block, for parallelism (a block's instruction chain, not memory,
+  // bounds this small launch). Several rows: a KV head's query heads together, reading each K/V
+  // entry once for all of them.
+  const int heads = a.m == 1 ? 1 : group;
   const int n_es = kThreads / (a.cache.head_dim / 8);
   const size_t shared = (static_cast<size_t>(heads) * a.cache.head_dim + heads * chunk) * 4 +
                         static_cast<size_t>(chunk) * 4 +

@@ -333,6 +333,14 @@ void CudaBackend::store_kv(const Tensor& k, const Tensor& v, const KvLayerView& 
                  rows.cache_index.ptr<const int32_t>(), stream_);
 }
 
+void CudaBackend::argmax_rows(const Tensor& logits, Tensor& ids) {
+  check_device("argmax_rows", index_, {&logits, &ids});
+  op_checks::argmax_rows(logits, ids);
+  if (logits.rows == 0) return;
+  cuda::argmax_rows(logits.ptr<const float>(), logits.stride, logits.rows, logits.cols,
+                    ids.ptr<int32_t>(), stream_);
+}
+
 void CudaBackend::rope_store_kv(Tensor& q, Tensor& k, const Tensor& v, int n_heads,
                                 const RopeTable& table, const KvLayerView& cache,
                                 const AttentionRows& rows) {

@@ -47,6 +47,7 @@ class CudaBackend final : public Backend {
   void silu_mul(const Tensor& gate, const Tensor& up, Tensor& out) override;
   void store_kv(const Tensor& k, const Tensor& v, const KvLayerView& cache,
                 const AttentionRows& rows) override;
+  void argmax_rows(const Tensor& logits, Tensor& ids) override;
   void rope_store_kv(Tensor& q, Tensor& k, const Tensor& v, int n_heads, const RopeTable& table,
                      const KvLayerView& cache, const AttentionRows& rows) override;
   void attention(const Tensor& q, int n_heads, const KvLayerView& cache, const AttentionRows& rows,

@@ -87,6 +87,10 @@ void store_kv(const float* k, int64_t k_stride, const float* v, int64_t v_stride
               const CacheArgs& cache, const int32_t* slots, const int32_t* cache_index,
               cudaStream_t stream);
 
+// ids[r] = the column of row r's largest logit, as reference::argmax_rows picks it.
+void argmax_rows(const float* logits, int64_t stride, int64_t rows, int64_t cols, int32_t* ids,
+                 cudaStream_t stream);
+
 // rope on q and k, then k and v into the cache (one launch).
 struct RopeStoreArgs {
   float* q = nullptr;  // [M, n_heads * 2 * half] f32, rotated in place
