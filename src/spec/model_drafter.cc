@@ -20,7 +20,8 @@ ModelDrafter::ModelDrafter(Transformer& model, KvCache& kv, int target_vocab, in
       sampler_(usable_vocab_),
       positions_(model.limits().max_rows),
       logits_(model.config().vocab_size),
-      scratch_(target_vocab) {
+      scratch_(target_vocab),
+      argmax_buffer_(model.backend().alloc(sizeof(int32_t))) {
   SPECD_CHECK(max_k >= 0, "draft length must be >= 0");
   cached_.reserve(kv.shape().capacity);
 }
@@ -95,12 +96,25 @@ void ModelDrafter::propose(std::span<const int32_t> context, int max_k,
               "draft context of {} tokens exceeds its cache", context.size() + max_k);
   Tensor logits = catch_up(context);
   int64_t position = static_cast<int64_t>(context.size());  // where the next draft token sits
+  // Greedy drafting without the confidence stop picks tokens on the device: one id crosses to
+  // the host per draft token instead of a logits row.
+  const bool device_argmax = !out.sampled && p_min_ <= 0;
+  Backend& backend = model_.backend();
   for (int j = 0; j < max_k; ++j) {
-    model_.backend().copy_to_host(logits_.data(), logits.data, logits_.size() * sizeof(float));
-    float* probs = out.sampled ? out.probs.data() + static_cast<size_t>(j) * target_vocab_
-                               : scratch_.data();
+    int32_t token = 0;
     float top_prob = 1.0f;
-    int32_t token = choose(logits_.data(), params, position, probs, &top_prob);
+    if (device_argmax) {
+      Tensor shared = logits;  // only the columns both vocabularies share
+      shared.cols = usable_vocab_;
+      Tensor id = argmax_buffer_.view(DType::kI32, 1, 1);
+      backend.argmax_rows(shared, id);
+      backend.copy_to_host(&token, id.data, sizeof(int32_t));
+    } else {
+      backend.copy_to_host(logits_.data(), logits.data, logits_.size() * sizeof(float));
+      float* probs =
+          out.sampled ? out.probs.data() + static_cast<size_t>(j) * target_vocab_ : scratch_.data();
+      token = choose(logits_.data(), params, position, probs, &top_prob);
+    }
     if (j > 0 && top_prob < p_min_) break;
     out.tokens.push_back(token);
     if (j + 1 == max_k) break;

@@ -26,8 +26,8 @@ class ModelDrafter final : public Drafter {
   // the context through the draft; returns the last row's logits.
   Tensor catch_up(std::span<const int32_t> context);
   // Picks the next draft token from `logits`; writes q into `probs` ([vocab]) when sampling.
-  int32_t choose(const float* logits, const SamplingParams& params, int64_t position,
-                 float* probs, float* top_prob);
+  int32_t choose(const float* logits, const SamplingParams& params, int64_t position, float* probs,
+                 float* top_prob);
 
   Transformer& model_;
   KvCache& kv_;
@@ -39,6 +39,7 @@ class ModelDrafter final : public Drafter {
   std::vector<int32_t> positions_;  // [max_rows] scratch
   std::vector<float> logits_;       // [draft vocab] host copy
   std::vector<float> scratch_;      // [target vocab] probabilities
+  DeviceBuffer argmax_buffer_;      // [1] i32 on the draft's device: greedy drafts
 };
 
 }  // namespace specd
