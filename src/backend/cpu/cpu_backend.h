@@ -36,6 +36,9 @@ class CpuBackend final : public Backend {
   void rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& y) override;
   void rope(Tensor& x, int n_heads, const Tensor& positions, const RopeTable& table) override;
   void silu_mul(const Tensor& gate, const Tensor& up, Tensor& out) override;
+  void gelu_tanh_mul(const Tensor& gate, const Tensor& up, Tensor& out) override;
+  void scale(Tensor& x, float s) override;
+  void add(const Tensor& x, Tensor& y) override;
   void store_kv(const Tensor& k, const Tensor& v, const KvLayerView& cache,
                 const AttentionRows& rows) override;
   void attention(const Tensor& q, int n_heads, const KvLayerView& cache, const AttentionRows& rows,
@@ -69,7 +72,7 @@ class CpuBackend final : public Backend {
   static constexpr int64_t kMinParallelWork = 1 << 15;
 
   std::shared_ptr<ThreadPool> pool_;  // shared by the process's CPU backends
-  std::vector<Scratch> scratch_;  // one per pool thread
+  std::vector<Scratch> scratch_;      // one per pool thread
 };
 
 }  // namespace specd
