@@ -27,9 +27,8 @@ void apply_llama3(const RopeScaling& s, std::vector<float>& inv_freq) {
     float scaled = wavelen > low_wavelen ? freq / static_cast<float>(s.factor) : freq;
     bool medium = !(wavelen < high_wavelen) && !(wavelen > low_wavelen);
     if (medium) {
-      float smooth =
-          (static_cast<float>(old_len) / wavelen - static_cast<float>(s.low_freq_factor)) /
-          static_cast<float>(s.high_freq_factor - s.low_freq_factor);
+      float smooth = (static_cast<float>(old_len) / wavelen - static_cast<float>(s.low_freq_factor)) /
+                     static_cast<float>(s.high_freq_factor - s.low_freq_factor);
       scaled = (1 - smooth) * scaled / static_cast<float>(s.factor) + smooth * scaled;
     }
     f = scaled;
@@ -78,14 +77,11 @@ RopeFrequencies compute_rope_frequencies(const ModelConfig& config) {
   }
   const RopeScaling& s = config.rope;
   switch (s.type) {
-    case RopeType::kDefault:
-      break;
+    case RopeType::kDefault: break;
     case RopeType::kLinear:
       for (float& f : out.inv_freq) f /= static_cast<float>(s.factor);
       break;
-    case RopeType::kLlama3:
-      apply_llama3(s, out.inv_freq);
-      break;
+    case RopeType::kLlama3: apply_llama3(s, out.inv_freq); break;
     case RopeType::kYarn:
       out.attention_factor = apply_yarn(s, dim, config.rope_theta, out.inv_freq);
       break;
@@ -99,10 +95,10 @@ void fill_rope_tables(const RopeFrequencies& freqs, int max_positions, float* co
   for (int p = 0; p < max_positions; ++p) {
     for (size_t i = 0; i < half; ++i) {
       float angle = freqs.inv_freq[i] * static_cast<float>(p);  // f32 product, as transformers
-      cos_table[p * half + i] =
-          static_cast<float>(std::cos(static_cast<double>(angle))) * freqs.attention_factor;
-      sin_table[p * half + i] =
-          static_cast<float>(std::sin(static_cast<double>(angle))) * freqs.attention_factor;
+      cos_table[p * half + i] = static_cast<float>(std::cos(static_cast<double>(angle))) *
+                                freqs.attention_factor;
+      sin_table[p * half + i] = static_cast<float>(std::sin(static_cast<double>(angle))) *
+                                freqs.attention_factor;
     }
   }
 }

@@ -8,7 +8,7 @@
 namespace specd {
 
 struct RopeFrequencies {
-  std::vector<float> inv_freq;    // [head_dim / 2]
+  std::vector<float> inv_freq;  // [head_dim / 2]
   float attention_factor = 1.0f;  // multiplies cos and sin (yarn)
 };
 
