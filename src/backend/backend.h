@@ -54,6 +54,10 @@ struct KvLayerView {
 // Without a mask, row m attends to cache entries [0, cache_index[m]] of its slot (causal).
 // With a mask, row m attends to entries [0, mask_start[m]) and to entry mask_start[m] + j for
 // each j < mask.cols with mask[m][j] != 0 (tree verification).
+// With window > 0 (sliding-window layers), entries j <= positions[m] - window are hidden as
+// well (Hugging Face's sliding mask: visible iff j > position - window). The cache is
+// position-indexed, so entry j holds position j; the masked part of a tree (entries from
+// mask_start on) is not windowed (a tree is shallower than the window).
 struct AttentionRows {
   int64_t count = 0;
   Tensor slots;        // [1, M] i32: cache slot of each row
@@ -61,6 +65,7 @@ struct AttentionRows {
   Tensor positions;    // [1, M] i32: RoPE position of each row
   Tensor mask_start;   // [1, M] i32, or empty (data == nullptr) for plain causal rows
   Tensor mask;         // [M, mask_cols] i32, nonzero = visible, or empty
+  int64_t window = 0;  // sliding window in positions; 0 = unlimited
 };
 
 // One product of a matmul group: y = x · wᵀ (+ bias).
@@ -115,6 +120,16 @@ class Backend {
   virtual void rope(Tensor& x, int n_heads, const Tensor& positions, const RopeTable& table) = 0;
   // out = silu(gate) * up. gate, up, out: [M, F] f32.
   virtual void silu_mul(const Tensor& gate, const Tensor& up, Tensor& out) = 0;
+  // out = gelu_tanh(gate) * up, with PyTorch's tanh approximation of GELU
+  // (0.5 g (1 + tanh(sqrt(2/pi) (g + 0.044715 g³)))). gate, up, out: [M, F] f32.
+  // Backends without it throw.
+  virtual void gelu_tanh_mul(const Tensor& gate, const Tensor& up, Tensor& out);
+  // x *= s in place, element by element (one f32 multiply). x: [M, D] f32. Backends without it
+  // throw.
+  virtual void scale(Tensor& x, float s);
+  // y += x, element by element. x, y: [M, D] f32 (they may not overlap). Backends without it
+  // throw.
+  virtual void add(const Tensor& x, Tensor& y);
   // Writes the rows' K and V ([M, n_kv_heads * head_dim] f32) into the cache at cache_index.
   virtual void store_kv(const Tensor& k, const Tensor& v, const KvLayerView& cache,
                         const AttentionRows& rows) = 0;

@@ -153,6 +153,20 @@ void argmax_rows(const Tensor& logits, const Tensor& ids) {
   check_i32_vector("argmax_rows", "ids", ids, logits.rows);
 }
 
+void gelu_tanh_mul(const Tensor& gate, const Tensor& up, const Tensor& out) {
+  check_f32("gelu_tanh_mul", "gate", gate, gate.rows, gate.cols);
+  check_f32("gelu_tanh_mul", "up", up, gate.rows, gate.cols);
+  check_f32("gelu_tanh_mul", "out", out, gate.rows, gate.cols);
+}
+
+void scale(const Tensor& x) { check_f32("scale", "x", x, x.rows, x.cols); }
+
+void add(const Tensor& x, const Tensor& y) {
+  check_f32("add", "x", x, x.rows, x.cols);
+  check_f32("add", "y", y, x.rows, x.cols);
+  SPECD_CHECK(!overlap(x, y), "add: y overlaps x");
+}
+
 void store_kv(const Tensor& k, const Tensor& v, const KvLayerView& cache, const AttentionRows& rows,
               bool read_indices) {
   check_cache("store_kv", cache);
@@ -174,6 +188,15 @@ void attention(const Tensor& q, int n_heads, const KvLayerView& cache, const Att
   int64_t m = q.rows;
   bool masked = rows.mask_start.data != nullptr;
   check_rows("attention", cache, rows, m, !masked, read_indices);
+  SPECD_CHECK(rows.window >= 0, "attention: negative window {}", rows.window);
+  if (rows.window > 0) {
+    check_i32_vector("attention", "rows.positions", rows.positions, m);
+    for (int64_t i = 0; read_indices && !masked && i < m; ++i) {
+      SPECD_CHECK(i32_at(rows.cache_index, i) > i32_at(rows.positions, i) - rows.window,
+                  "attention: row {} (cache entry {}, position {}) is outside its own window {}", i,
+                  i32_at(rows.cache_index, i), i32_at(rows.positions, i), rows.window);
+    }
+  }
   if (!masked) return;
   check_i32_vector("attention", "rows.mask_start", rows.mask_start, m);
   if (rows.mask.cols > 0) {

@@ -18,10 +18,14 @@ void rope(const Tensor& x, int n_heads, const Tensor& positions, const RopeTable
           bool read_indices = true);
 void silu_mul(const Tensor& gate, const Tensor& up, const Tensor& out);
 void argmax_rows(const Tensor& logits, const Tensor& ids);
+void gelu_tanh_mul(const Tensor& gate, const Tensor& up, const Tensor& out);
+void scale(const Tensor& x);
+void add(const Tensor& x, const Tensor& y);
 // Checks shapes and that every row's (slot, cache_index) is inside the cache.
 void store_kv(const Tensor& k, const Tensor& v, const KvLayerView& cache, const AttentionRows& rows,
               bool read_indices = true);
-// Checks shapes and that every entry a row can see is inside its slot.
+// Checks shapes, that every entry a row can see is inside its slot and (window > 0) that
+// rows.positions is given and every causal row still sees its own entry.
 void attention(const Tensor& q, int n_heads, const KvLayerView& cache, const AttentionRows& rows,
                const Tensor& out, bool read_indices = true);
 

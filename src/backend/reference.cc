@@ -98,6 +98,36 @@ void argmax_rows(const Tensor& logits, Tensor& ids) {
   }
 }
 
+void gelu_tanh_mul(const Tensor& gate, const Tensor& up, Tensor& out) {
+  op_checks::gelu_tanh_mul(gate, up, out);
+  const double beta = std::sqrt(2.0 / M_PI), kappa = 0.044715;
+  for (int64_t r = 0; r < gate.rows; ++r) {
+    for (int64_t c = 0; c < gate.cols; ++c) {
+      double g = at(gate, r, c);
+      double gelu = 0.5 * g * (1.0 + std::tanh(beta * (g + kappa * g * g * g)));
+      out.row<float>(r)[c] = static_cast<float>(gelu * at(up, r, c));
+    }
+  }
+}
+
+void scale(Tensor& x, float s) {
+  op_checks::scale(x);
+  for (int64_t r = 0; r < x.rows; ++r) {
+    for (int64_t c = 0; c < x.cols; ++c) {
+      x.row<float>(r)[c] = static_cast<float>(static_cast<double>(x.row<float>(r)[c]) * s);
+    }
+  }
+}
+
+void add(const Tensor& x, Tensor& y) {
+  op_checks::add(x, y);
+  for (int64_t r = 0; r < x.rows; ++r) {
+    for (int64_t c = 0; c < x.cols; ++c) {
+      y.row<float>(r)[c] = static_cast<float>(at(x, r, c) + y.row<float>(r)[c]);
+    }
+  }
+}
+
 void store_kv(const Tensor& k, const Tensor& v, const KvLayerView& cache,
               const AttentionRows& rows) {
   op_checks::store_kv(k, v, cache, rows);
@@ -113,9 +143,12 @@ void store_kv(const Tensor& k, const Tensor& v, const KvLayerView& cache,
 }
 
 bool visible(const AttentionRows& rows, int64_t m, int64_t j) {
-  if (rows.mask_start.data == nullptr) return j <= op_checks::i32_at(rows.cache_index, m);
+  const bool in_window = rows.window <= 0 || j > op_checks::i32_at(rows.positions, m) - rows.window;
+  if (rows.mask_start.data == nullptr) {
+    return j <= op_checks::i32_at(rows.cache_index, m) && in_window;
+  }
   int64_t start = op_checks::i32_at(rows.mask_start, m);
-  if (j < start) return true;
+  if (j < start) return in_window;
   return j - start < rows.mask.cols && rows.mask.row<const int32_t>(m)[j - start] != 0;
 }
 

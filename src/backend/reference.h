@@ -13,12 +13,15 @@ void rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& y);
 void rope(Tensor& x, int n_heads, const Tensor& positions, const RopeTable& table);
 void silu_mul(const Tensor& gate, const Tensor& up, Tensor& out);
 void argmax_rows(const Tensor& logits, Tensor& ids);
+void gelu_tanh_mul(const Tensor& gate, const Tensor& up, Tensor& out);
+void scale(Tensor& x, float s);
+void add(const Tensor& x, Tensor& y);
 void store_kv(const Tensor& k, const Tensor& v, const KvLayerView& cache,
               const AttentionRows& rows);
 void attention(const Tensor& q, int n_heads, const KvLayerView& cache, const AttentionRows& rows,
                float scale, Tensor& out);
 
-// True if row m of `rows` may attend to cache entry j (causal or mask form).
+// True if row m of `rows` may attend to cache entry j (causal or mask form, and the window).
 bool visible(const AttentionRows& rows, int64_t m, int64_t j);
 
 }  // namespace specd::reference

@@ -68,7 +68,7 @@ LoadedModel load_model(const LoadOptions& options) {
     SPECD_LOG_WARN("warning: context size {} exceeds the model's max_position_embeddings ({})",
                    context, loaded.config.max_position_embeddings);
   }
-  if (loaded.config.sliding_window > 0) {
+  if (loaded.config.sliding_window > 0 && loaded.config.sliding_layers.empty()) {
     SPECD_CHECK(context <= loaded.config.sliding_window,
                 "context size {} exceeds the model's sliding window ({}); sliding-window "
                 "attention is not supported yet",
@@ -78,7 +78,8 @@ LoadedModel load_model(const LoadOptions& options) {
   limits.max_rows = std::min(options.max_rows, context);
   limits.max_logit_rows = options.max_logit_rows;
   limits.max_positions = context;
-  loaded.model = std::make_unique<Transformer>(*loaded.backend, loaded.config, loaded.store, limits);
+  loaded.model =
+      std::make_unique<Transformer>(*loaded.backend, loaded.config, loaded.store, limits);
   KvCacheShape shape;
   shape.n_layers = loaded.config.n_layers;
   shape.n_kv_heads = loaded.config.n_kv_heads;

@@ -4,6 +4,7 @@
 #include "chat/chat_template.h"
 #include "cli/model_loader.h"
 #include "core/error.h"
+#include "core/log.h"
 #include "io/gguf.h"
 #include "io/mapped_file.h"
 
@@ -28,7 +29,15 @@ bool PromptOptions::given() const { return !text.empty() || !file.empty() || !id
 
 std::unique_ptr<Tokenizer> load_tokenizer_if_present(const std::string& model_dir) {
   if (!is_gguf_file(model_dir) && !file_exists(model_dir + "/tokenizer.json")) return nullptr;
-  return std::make_unique<Tokenizer>(Tokenizer::load(model_dir));
+  if (!is_gguf_file(model_dir)) return std::make_unique<Tokenizer>(Tokenizer::load(model_dir));
+  try {
+    return std::make_unique<Tokenizer>(Tokenizer::load(model_dir));
+  } catch (const Error& e) {
+    // A GGUF model whose tokenizer specd cannot build yet still runs on token ids.
+    SPECD_LOG_WARN("warning: {}; only token-id prompts (--prompt-ids, prompt_ids) can be used",
+                   e.what());
+    return nullptr;
+  }
 }
 
 Prompt resolve_prompt(const PromptOptions& o, const std::string& model_dir) {
@@ -41,7 +50,7 @@ Prompt resolve_prompt(const PromptOptions& o, const std::string& model_dir) {
   }
   std::string text = o.file.empty() ? o.text : read_text_file(o.file);
   SPECD_CHECK(prompt.tokenizer != nullptr,
-              "{} has no tokenizer.json, so text prompts cannot be encoded; pass --prompt-ids",
+              "{} has no usable tokenizer, so text prompts cannot be encoded; pass --prompt-ids",
               model_dir);
   bool add_special = true;
   if (o.chat) {

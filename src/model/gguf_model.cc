@@ -2,8 +2,10 @@
 #include "model/gguf_model.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <memory>
+#include <span>
 #include <string_view>
 #include <vector>
 
@@ -35,6 +37,22 @@ constexpr NamePair kLayerNames[] = {
     {"ffn_up.weight", "mlp.up_proj.weight"},
     {"ffn_down.weight", "mlp.down_proj.weight"},
 };
+// Gemma 3 (llama.cpp's gemma3): the norm after attention, and the norms around the MLP.
+constexpr NamePair kGemma3LayerNames[] = {
+    {"attn_norm.weight", "input_layernorm.weight"},
+    {"attn_q.weight", "self_attn.q_proj.weight"},
+    {"attn_k.weight", "self_attn.k_proj.weight"},
+    {"attn_v.weight", "self_attn.v_proj.weight"},
+    {"attn_output.weight", "self_attn.o_proj.weight"},
+    {"attn_q_norm.weight", "self_attn.q_norm.weight"},
+    {"attn_k_norm.weight", "self_attn.k_norm.weight"},
+    {"post_attention_norm.weight", "post_attention_layernorm.weight"},
+    {"ffn_norm.weight", "pre_feedforward_layernorm.weight"},
+    {"post_ffw_norm.weight", "post_feedforward_layernorm.weight"},
+    {"ffn_gate.weight", "mlp.gate_proj.weight"},
+    {"ffn_up.weight", "mlp.up_proj.weight"},
+    {"ffn_down.weight", "mlp.down_proj.weight"},
+};
 constexpr NamePair kGlobalNames[] = {
     {"token_embd.weight", "model.embed_tokens.weight"},
     {"output_norm.weight", "model.norm.weight"},
@@ -49,8 +67,8 @@ const GgufValue& require(const GgufHeader& h, const std::string& key, const std:
 
 int positive_int(const GgufValue& v, const std::string& key, const std::string& what) {
   int64_t x = v.as_int(key);
-  SPECD_CHECK(x > 0 && x <= (int64_t{1} << 30), "{}: GGUF metadata '{}' = {} is out of range",
-              what, key, x);
+  SPECD_CHECK(x > 0 && x <= (int64_t{1} << 30), "{}: GGUF metadata '{}' = {} is out of range", what,
+              key, x);
   return static_cast<int>(x);
 }
 
@@ -92,6 +110,30 @@ bool split_layer_name(const std::string& name, std::string_view prefix, std::str
   return true;
 }
 
+// Gemma 3 as llama.cpp runs it (and transformers loads it): every 6th layer global with RoPE
+// base rope.freq_base, the others sliding-window with base 10000; attention scale
+// 1 / sqrt(head_dim) (llama.cpp: hidden / heads for the 62-layer 27B); norms stored as 1 + w.
+void gguf_gemma3_config(const GgufHeader& h, const std::string& what, ModelConfig& c) {
+  c.hidden_act = Activation::kGeluTanh;
+  c.gemma_norms = true;
+  c.norms_store_plus_one = true;
+  c.embed_scale = static_cast<float>(std::pow(static_cast<double>(c.hidden_size), 0.5));
+  c.rope_local_theta = 10000.0;
+  const int scalar = c.n_layers == 62 ? c.hidden_size / c.n_heads : c.head_dim;
+  c.attention_scale = std::pow(static_cast<double>(scalar), -0.5);
+  const std::string window_key = "gemma3.attention.sliding_window";
+  c.sliding_window = positive_int(require(h, window_key, what), window_key, what);
+  c.sliding_layers.assign(static_cast<size_t>(c.n_layers), 0);
+  for (int l = 0; l < c.n_layers; ++l) c.sliding_layers[static_cast<size_t>(l)] = (l + 1) % 6 != 0;
+  for (const char* key : {"gemma3.final_logit_softcapping", "gemma3.attn_logit_softcapping"}) {
+    SPECD_CHECK(h.find(key) == nullptr, "{}: '{}' is set; logit soft-capping is not supported",
+                what, key);
+  }
+  SPECD_CHECK(c.qk_norm, "{}: gemma3 file without blk.0.attn_q_norm.weight", what);
+  SPECD_CHECK(!c.attention_bias && !c.attention_out_bias, "{}: gemma3 file with attention biases",
+              what);
+}
+
 struct GgufOwner {
   std::unique_ptr<GgufFile> file;
   std::vector<std::shared_ptr<std::vector<uint8_t>>> copies;
@@ -101,13 +143,18 @@ struct GgufOwner {
 
 bool is_gguf_model(const std::string& path) { return is_gguf_file(path); }
 
-std::string gguf_tensor_name(const std::string& hf_name) {
+std::span<const NamePair> layer_names(Architecture arch) {
+  if (arch == Architecture::kGemma3) return kGemma3LayerNames;
+  return kLayerNames;
+}
+
+std::string gguf_tensor_name(const std::string& hf_name, Architecture arch) {
   for (const NamePair& p : kGlobalNames) {
     if (hf_name == p.hf) return p.gguf;
   }
   std::string layer, rest;
   if (!split_layer_name(hf_name, "model.layers.", &layer, &rest)) return "";
-  for (const NamePair& p : kLayerNames) {
+  for (const NamePair& p : layer_names(arch)) {
     if (rest == p.hf) return "blk." + layer + "." + p.gguf;
   }
   return "";
@@ -115,7 +162,8 @@ std::string gguf_tensor_name(const std::string& hf_name) {
 
 ModelConfig gguf_model_config(const GgufHeader& h, const std::string& what) {
   ModelConfig c;
-  const std::string arch = require(h, "general.architecture", what).as_string("general.architecture");
+  const std::string arch =
+      require(h, "general.architecture", what).as_string("general.architecture");
   if (arch == "llama") {
     c.arch = Architecture::kLlama;
     c.arch_name = "LlamaForCausalLM";
@@ -125,12 +173,17 @@ ModelConfig gguf_model_config(const GgufHeader& h, const std::string& what) {
   } else if (arch == "qwen3") {
     c.arch = Architecture::kQwen3;
     c.arch_name = "Qwen3ForCausalLM";
+  } else if (arch == "gemma3") {
+    c.arch = Architecture::kGemma3;
+    c.arch_name = "Gemma3ForCausalLM";
   } else {
-    fail("{}: GGUF architecture '{}' is not supported (supported: llama, qwen2, qwen3)", what,
-         arch);
+    fail("{}: GGUF architecture '{}' is not supported (supported: llama, qwen2, qwen3, gemma3)",
+         what, arch);
   }
   const std::string p = arch + ".";
-  auto get = [&](const std::string& key) { return positive_int(require(h, p + key, what), p + key, what); };
+  auto get = [&](const std::string& key) {
+    return positive_int(require(h, p + key, what), p + key, what);
+  };
   c.n_layers = get("block_count");
   c.hidden_size = get("embedding_length");
   c.intermediate_size = get("feed_forward_length");
@@ -142,8 +195,9 @@ ModelConfig gguf_model_config(const GgufHeader& h, const std::string& what) {
   c.head_dim = int_or(h, p + "attention.key_length", c.hidden_size / c.n_heads, what);
   SPECD_CHECK(int_or(h, p + "attention.value_length", c.head_dim, what) == c.head_dim,
               "{}: key_length and value_length differ", what);
-  SPECD_CHECK(c.n_heads % c.n_kv_heads == 0, "{}: head_count {} is not a multiple of head_count_kv {}",
-              what, c.n_heads, c.n_kv_heads);
+  SPECD_CHECK(c.n_heads % c.n_kv_heads == 0,
+              "{}: head_count {} is not a multiple of head_count_kv {}", what, c.n_heads,
+              c.n_kv_heads);
   SPECD_CHECK(c.head_dim % 2 == 0, "{}: head dimension {} is odd", what, c.head_dim);
   if (const GgufValue* v = h.find(p + "rope.dimension_count")) {
     SPECD_CHECK(v->as_int(p + "rope.dimension_count") == c.head_dim,
@@ -151,7 +205,8 @@ ModelConfig gguf_model_config(const GgufHeader& h, const std::string& what) {
                 "supported",
                 what, v->as_int(p + "rope.dimension_count"), c.head_dim);
   }
-  if (const GgufValue* v = h.find(p + "rope.freq_base")) c.rope_theta = v->as_double(p + "rope.freq_base");
+  if (const GgufValue* v = h.find(p + "rope.freq_base"))
+    c.rope_theta = v->as_double(p + "rope.freq_base");
   SPECD_CHECK(c.rope_theta > 0, "{}: rope.freq_base must be positive", what);
   if (const GgufValue* v = h.find(p + "rope.scaling.type")) {
     const std::string type = v->as_string(p + "rope.scaling.type");
@@ -174,13 +229,15 @@ ModelConfig gguf_model_config(const GgufHeader& h, const std::string& what) {
   c.attention_out_bias = h.find_tensor("blk.0.attn_output.bias") != nullptr;
   c.qk_norm = h.find_tensor("blk.0.attn_q_norm.weight") != nullptr;
   c.dtype = DType::kF32;
+  if (c.arch == Architecture::kGemma3) gguf_gemma3_config(h, what, c);
   if (const GgufValue* v = h.find("tokenizer.ggml.bos_token_id")) {
     c.bos_token_id = static_cast<int>(v->as_int("tokenizer.ggml.bos_token_id"));
   }
   for (const char* key : {"tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id"}) {
     if (const GgufValue* v = h.find(key)) {
       int id = static_cast<int>(v->as_int(key));
-      SPECD_CHECK(id >= 0 && id < c.vocab_size, "{}: {} {} is outside the vocabulary", what, key, id);
+      SPECD_CHECK(id >= 0 && id < c.vocab_size, "{}: {} {} is outside the vocabulary", what, key,
+                  id);
       if (std::find(c.eos_token_ids.begin(), c.eos_token_ids.end(), id) == c.eos_token_ids.end()) {
         c.eos_token_ids.push_back(id);
       }
@@ -200,7 +257,8 @@ TensorStore open_gguf_store(const std::string& path, const ModelConfig& config) 
     info.name = hf;
     info.file = path;
     auto dtype = ggml_type_to_dtype(t.ggml_type);
-    SPECD_CHECK(dtype.has_value(), "{}: tensor '{}' has ggml type {} ({}), which specd cannot "
+    SPECD_CHECK(dtype.has_value(),
+                "{}: tensor '{}' has ggml type {} ({}), which specd cannot "
                 "compute with (supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, "
                 "Q5_K, Q6_K)",
                 path, t.name, t.ggml_type, ggml_type_info(t.ggml_type)->name);
@@ -231,7 +289,7 @@ TensorStore open_gguf_store(const std::string& path, const ModelConfig& config) 
     }
     std::string layer, rest;
     if (hf.empty() && split_layer_name(t.name, "blk.", &layer, &rest)) {
-      for (const NamePair& p : kLayerNames) {
+      for (const NamePair& p : layer_names(config.arch)) {
         if (rest == p.gguf) hf = "model.layers." + layer + "." + p.hf;
       }
     }

@@ -14,7 +14,8 @@ namespace specd {
 // model directory.
 bool is_gguf_model(const std::string& path);
 
-// The config of a GGUF model of architecture llama, qwen2 or qwen3 (general.architecture),
+// The config of a GGUF model of architecture llama, qwen2, qwen3 or gemma3
+// (general.architecture),
 // read from its `<arch>.*` metadata, the tokenizer's BOS/EOS ids and the tensors present
 // (output.weight absent = tied embeddings, attention biases, q/k norms). Throws specd::Error
 // naming `what` and the key for missing or invalid metadata or an unsupported architecture.
@@ -27,7 +28,8 @@ ModelConfig gguf_model_config(const GgufHeader& header, const std::string& what)
 TensorStore open_gguf_store(const std::string& path, const ModelConfig& config);
 
 // The GGUF name of a Hugging Face tensor name ("model.layers.3.mlp.up_proj.weight" ->
-// "blk.3.ffn_up.weight"), or "" if it has none.
-std::string gguf_tensor_name(const std::string& hf_name);
+// "blk.3.ffn_up.weight"), or "" if it has none. Gemma 3 maps its extra norms differently
+// (ffn_norm is pre_feedforward_layernorm there).
+std::string gguf_tensor_name(const std::string& hf_name, Architecture arch = Architecture::kLlama);
 
 }  // namespace specd

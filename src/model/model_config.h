@@ -1,6 +1,7 @@
 // Model hyper-parameters read from a Hugging Face config.json (and generation_config.json).
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -9,7 +10,10 @@
 
 namespace specd {
 
-enum class Architecture { kLlama, kQwen2, kQwen3, kMistral };
+enum class Architecture { kLlama, kQwen2, kQwen3, kMistral, kGemma3 };
+
+// Gate activation of the gated MLP: silu (SwiGLU) or PyTorch's tanh-approximated GELU.
+enum class Activation { kSilu, kGeluTanh };
 
 enum class RopeType { kDefault, kLinear, kLlama3, kYarn };
 
@@ -44,12 +48,24 @@ struct ModelConfig {
   RopeScaling rope;
   int max_position_embeddings = 0;
   bool tie_word_embeddings = false;
-  bool attention_bias = false;  // q/k/v projection biases (Qwen2; optional for Llama)
+  bool attention_bias = false;      // q/k/v projection biases (Qwen2; optional for Llama)
   bool attention_out_bias = false;  // o_proj bias (Llama attention_bias)
   bool mlp_bias = false;
-  bool qk_norm = false;  // Qwen3 per-head RMSNorm of q and k
+  bool qk_norm = false;    // Qwen3 per-head RMSNorm of q and k
   int sliding_window = 0;  // 0 = none
-  DType dtype = DType::kBF16;  // torch_dtype
+  Activation hidden_act = Activation::kSilu;
+  // Gemma 3. Layers with sliding_layers[l] != 0 attend to the last sliding_window positions
+  // only and use RoPE base rope_local_theta (default RoPE); the others use rope_theta and rope.
+  // Empty = every layer global (then a sliding_window > 0 is Mistral's, not implemented).
+  std::vector<uint8_t> sliding_layers;
+  double rope_local_theta = 10000.0;
+  double attention_scale = 0.0;  // scores multiplier; 0 = 1 / sqrt(head_dim)
+  float embed_scale = 0.0f;      // embeddings multiplied by this (Gemma: sqrt(hidden)); 0 = none
+  // Gemma RMSNorm: weight (1 + w), and norms after attention and around the MLP
+  // (post_attention_layernorm, pre_feedforward_layernorm, post_feedforward_layernorm).
+  bool gemma_norms = false;
+  bool norms_store_plus_one = false;  // GGUF: the file stores 1 + w (llama.cpp's converter)
+  DType dtype = DType::kBF16;         // torch_dtype
   int bos_token_id = -1;
   std::vector<int> eos_token_ids;
   // Default sampling from generation_config.json (used when the user sets none).
@@ -61,6 +77,9 @@ struct ModelConfig {
   double repetition_penalty = 1.0;
 
   int q_dim() const { return n_heads * head_dim; }
+  bool is_sliding(int layer) const {
+    return !sliding_layers.empty() && sliding_layers[static_cast<size_t>(layer)] != 0;
+  }
   int kv_dim() const { return n_kv_heads * head_dim; }
 };
 

@@ -1,4 +1,5 @@
-// Forward pass: embedding, N x (attention + SwiGLU MLP) with pre-RMSNorm, final norm, LM head.
+// Forward pass: embedding, N x (attention + gated MLP) with pre-RMSNorm (Gemma 3: also post-norms,
+// sliding-window layers), final norm, LM head.
 #include "model/transformer.h"
 
 #include <algorithm>
@@ -15,21 +16,35 @@ Transformer::Transformer(Backend& backend, ModelConfig config, const TensorStore
     : backend_(backend), config_(std::move(config)), limits_(limits) {
   SPECD_CHECK(limits_.max_rows > 0 && limits_.max_logit_rows > 0 && limits_.max_positions > 0,
               "invalid transformer limits");
+  SPECD_CHECK(config_.arch != Architecture::kGemma3 || backend_.device().kind == DeviceKind::kCpu,
+              "Gemma 3 runs on the CPU backend only so far ({} has no sliding-window attention "
+              "or GELU-tanh kernels yet); use --device cpu",
+              backend_.describe());
   weights_ = bind_weights(config_, store, backend_);
 
+  // RoPE tables: the global one, then (Gemma 3) the sliding layers' default RoPE of base
+  // rope_local_theta.
+  ModelConfig local = config_;
+  local.rope_theta = config_.rope_local_theta;
+  local.rope = RopeScaling{};
+  const bool has_local = !config_.sliding_layers.empty();
   const int half = config_.head_dim / 2;
-  std::vector<float> cos_table(static_cast<size_t>(limits_.max_positions) * half);
-  std::vector<float> sin_table(cos_table.size());
-  fill_rope_tables(compute_rope_frequencies(config_), limits_.max_positions, cos_table.data(),
-                   sin_table.data());
-  size_t table_bytes = cos_table.size() * sizeof(float);
-  rope_storage_ = backend_.alloc(2 * table_bytes);
+  const size_t table_floats = static_cast<size_t>(limits_.max_positions) * half;
+  const size_t table_bytes = table_floats * sizeof(float);
+  rope_storage_ = backend_.alloc((has_local ? 4 : 2) * table_bytes);
   auto* base = static_cast<char*>(rope_storage_.data());
-  backend_.copy_to_device(base, cos_table.data(), table_bytes);
-  backend_.copy_to_device(base + table_bytes, sin_table.data(), table_bytes);
   Device dev = backend_.device();
-  rope_.cos = Tensor::make(base, DType::kF32, limits_.max_positions, half, dev);
-  rope_.sin = Tensor::make(base + table_bytes, DType::kF32, limits_.max_positions, half, dev);
+  std::vector<float> cos_table(table_floats), sin_table(table_floats);
+  for (int t = 0; t < (has_local ? 2 : 1); ++t) {
+    fill_rope_tables(compute_rope_frequencies(t == 0 ? config_ : local), limits_.max_positions,
+                     cos_table.data(), sin_table.data());
+    char* at = base + 2 * t * table_bytes;
+    backend_.copy_to_device(at, cos_table.data(), table_bytes);
+    backend_.copy_to_device(at + table_bytes, sin_table.data(), table_bytes);
+    RopeTable& table = t == 0 ? rope_ : rope_local_;
+    table.cos = Tensor::make(at, DType::kF32, limits_.max_positions, half, dev);
+    table.sin = Tensor::make(at + table_bytes, DType::kF32, limits_.max_positions, half, dev);
+  }
 
   const size_t rows = limits_.max_rows;
   auto f32 = [&](size_t cols) { return backend_.alloc(rows * cols * sizeof(float)); };
@@ -90,7 +105,8 @@ Tensor Transformer::forward(const ForwardBatch& batch, KvCache& kv) {
   const ModelConfig& c = config_;
   const Device dev = backend_.device();
   const float eps = static_cast<float>(c.rms_norm_eps);
-  const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.head_dim)));
+  const float scale = static_cast<float>(
+      c.attention_scale > 0 ? c.attention_scale : 1.0 / std::sqrt(static_cast<double>(c.head_dim)));
   last_rows_ = m;
 
   // Check the rows on the host (device kernels skip out-of-range rows instead of failing), then
@@ -145,10 +161,13 @@ Tensor Transformer::forward(const ForwardBatch& batch, KvCache& kv) {
   }
   auto layers = [&] {
     backend_.embedding(index_view(0), weights_.embed, x);
+    if (c.embed_scale != 0.0f) backend_.scale(x, c.embed_scale);
     capture(0);
     for (int l = 0; l < c.n_layers; ++l) {
       const LayerWeights& w = weights_.layers[l];
       const KvLayerView cache = kv.layer(l);
+      const bool sliding = c.is_sliding(l);
+      const RopeTable& rope = sliding ? rope_local_ : rope_;
       backend_.rms_norm(x, w.input_norm, eps, h);
       const MatmulPart qkv[] = {
           {&w.wq, bias(w.bq), &q}, {&w.wk, bias(w.bk), &k}, {&w.wv, bias(w.bv), &v}};
@@ -158,15 +177,33 @@ Tensor Transformer::forward(const ForwardBatch& batch, KvCache& kv) {
         backend_.rms_norm(q_heads, w.q_norm, eps, q_heads);
         backend_.rms_norm(k_heads, w.k_norm, eps, k_heads);
       }
-      backend_.rope_store_kv(q, k, v, c.n_heads, rope_, cache, rows);
-      backend_.attention(q, c.n_heads, cache, rows, scale, attn);
-      backend_.matmul(attn, w.wo, bias(w.bo), x, true);
+      backend_.rope_store_kv(q, k, v, c.n_heads, rope, cache, rows);
+      AttentionRows layer_rows = rows;
+      layer_rows.window = sliding ? c.sliding_window : 0;
+      backend_.attention(q, c.n_heads, cache, layer_rows, scale, attn);
+      if (c.gemma_norms) {  // x += norm(attn · woᵀ)
+        backend_.matmul(attn, w.wo, bias(w.bo), h, false);
+        backend_.rms_norm(h, w.attn_out_norm, eps, h);
+        backend_.add(h, x);
+      } else {
+        backend_.matmul(attn, w.wo, bias(w.bo), x, true);
+      }
       backend_.rms_norm(x, w.post_norm, eps, h);
       const MatmulPart gate_up[] = {{&w.w_gate, bias(w.b_gate), &gate},
                                     {&w.w_up, bias(w.b_up), &up}};
       backend_.matmul_group(h, gate_up);
-      backend_.silu_mul(gate, up, gate);
-      backend_.matmul(gate, w.w_down, bias(w.b_down), x, true);
+      if (c.hidden_act == Activation::kGeluTanh) {
+        backend_.gelu_tanh_mul(gate, up, gate);
+      } else {
+        backend_.silu_mul(gate, up, gate);
+      }
+      if (c.gemma_norms) {  // x += norm(mlp)
+        backend_.matmul(gate, w.w_down, bias(w.b_down), h, false);
+        backend_.rms_norm(h, w.ffn_out_norm, eps, h);
+        backend_.add(h, x);
+      } else {
+        backend_.matmul(gate, w.w_down, bias(w.b_down), x, true);
+      }
       capture(l + 1);
     }
 

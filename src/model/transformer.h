@@ -1,4 +1,5 @@
-// The decoder-only transformer forward (Llama, Qwen2, Qwen3, Mistral), written against Backend.
+// The decoder-only transformer forward (Llama, Qwen2, Qwen3, Mistral, Gemma 3), written against
+// Backend.
 #pragma once
 
 #include <memory>
@@ -56,7 +57,8 @@ class Transformer {
   ModelConfig config_;
   TransformerLimits limits_;
   ModelWeights weights_;
-  RopeTable rope_;
+  RopeTable rope_;        // global layers
+  RopeTable rope_local_;  // Gemma 3 sliding-window layers (rope_local_theta), or empty
   DeviceBuffer rope_storage_;
   std::vector<int> capture_layers_;
   int last_rows_ = 0;

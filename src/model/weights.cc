@@ -1,7 +1,9 @@
-// Tensor-name binding for the Llama-style decoder families (Llama, Qwen2, Qwen3, Mistral).
+// Tensor-name binding for the Llama-style decoder families (Llama, Qwen2, Qwen3, Mistral, Gemma 3).
 #include "model/weights.h"
 
 #include <fmt/format.h>
+
+#include <vector>
 
 #include "core/error.h"
 
@@ -18,8 +20,8 @@ class Binder {
   Tensor bind(const std::string& name, int64_t rows, int64_t cols) {
     const TensorInfo* info = store_.find(name);
     SPECD_CHECK(info != nullptr, "checkpoint has no tensor '{}'", name);
-    std::vector<int64_t> expected = cols == 0 ? std::vector<int64_t>{rows}
-                                              : std::vector<int64_t>{rows, cols};
+    std::vector<int64_t> expected =
+        cols == 0 ? std::vector<int64_t>{rows} : std::vector<int64_t>{rows, cols};
     SPECD_CHECK(info->shape == expected, "tensor '{}' has shape [{}] but the config implies [{}]",
                 name, fmt::join(info->shape, ", "), fmt::join(expected, ", "));
     SPECD_CHECK(info->dtype != DType::kI32, "tensor '{}' has dtype i32; expected a float type",
@@ -27,8 +29,8 @@ class Binder {
     SPECD_CHECK(!is_quantized(info->dtype) || backend_.device().kind == DeviceKind::kCpu,
                 "tensor '{}' is {}: block-quantised weights run on the CPU backend only so far",
                 name, dtype_name(info->dtype));
-    Tensor host = Tensor::make(const_cast<uint8_t*>(info->data), info->dtype,
-                               cols == 0 ? 1 : rows, cols == 0 ? rows : cols);
+    Tensor host = Tensor::make(const_cast<uint8_t*>(info->data), info->dtype, cols == 0 ? 1 : rows,
+                               cols == 0 ? rows : cols);
     out_.bytes += host.bytes();
     DeviceBuffer storage;
     Tensor placed = backend_.place_weight(host, &storage);
@@ -38,6 +40,26 @@ class Binder {
 
   Tensor bind_if(bool present, const std::string& name, int64_t n) {
     return present ? bind(name, n, 0) : Tensor{};
+  }
+
+  // An RMSNorm weight of n elements; Gemma's as an f32 copy of its effective weight 1 + w.
+  Tensor bind_norm(const ModelConfig& c, const std::string& name, int64_t n) {
+    Tensor stored = bind(name, n, 0);
+    if (!c.gemma_norms) return stored;
+    const TensorInfo* info = store_.find(name);
+    SPECD_CHECK(!is_quantized(info->dtype), "tensor '{}' is block-quantised; norms must be float",
+                name);
+    std::vector<float> effective(static_cast<size_t>(n));
+    for (size_t i = 0; i < effective.size(); ++i) {
+      const float w = load_as_f32(info->data, info->dtype, i);
+      // transformers: GGUF loading subtracts the 1 llama.cpp added, the norm adds it back.
+      effective[i] = c.norms_store_plus_one ? (w - 1.0f) + 1.0f : 1.0f + w;
+    }
+    DeviceBuffer buffer = backend_.alloc(effective.size() * sizeof(float));
+    backend_.copy_to_device(buffer.data(), effective.data(), effective.size() * sizeof(float));
+    Tensor placed = buffer.view(DType::kF32, 1, n);
+    out_.storage.push_back(std::move(buffer));
+    return placed;
   }
 
  private:
@@ -56,7 +78,7 @@ ModelWeights bind_weights(const ModelConfig& c, const TensorStore& store, Backen
   for (int l = 0; l < c.n_layers; ++l) {
     std::string p = fmt::format("model.layers.{}.", l);
     LayerWeights L;
-    L.input_norm = b.bind(p + "input_layernorm.weight", d, 0);
+    L.input_norm = b.bind_norm(c, p + "input_layernorm.weight", d);
     L.wq = b.bind(p + "self_attn.q_proj.weight", q, d);
     L.wk = b.bind(p + "self_attn.k_proj.weight", kv, d);
     L.wv = b.bind(p + "self_attn.v_proj.weight", kv, d);
@@ -65,9 +87,17 @@ ModelWeights bind_weights(const ModelConfig& c, const TensorStore& store, Backen
     L.bk = b.bind_if(c.attention_bias, p + "self_attn.k_proj.bias", kv);
     L.bv = b.bind_if(c.attention_bias, p + "self_attn.v_proj.bias", kv);
     L.bo = b.bind_if(c.attention_out_bias, p + "self_attn.o_proj.bias", d);
-    L.q_norm = b.bind_if(c.qk_norm, p + "self_attn.q_norm.weight", c.head_dim);
-    L.k_norm = b.bind_if(c.qk_norm, p + "self_attn.k_norm.weight", c.head_dim);
-    L.post_norm = b.bind(p + "post_attention_layernorm.weight", d, 0);
+    if (c.qk_norm) {
+      L.q_norm = b.bind_norm(c, p + "self_attn.q_norm.weight", c.head_dim);
+      L.k_norm = b.bind_norm(c, p + "self_attn.k_norm.weight", c.head_dim);
+    }
+    if (c.gemma_norms) {
+      L.attn_out_norm = b.bind_norm(c, p + "post_attention_layernorm.weight", d);
+      L.post_norm = b.bind_norm(c, p + "pre_feedforward_layernorm.weight", d);
+      L.ffn_out_norm = b.bind_norm(c, p + "post_feedforward_layernorm.weight", d);
+    } else {
+      L.post_norm = b.bind(p + "post_attention_layernorm.weight", d, 0);
+    }
     L.w_gate = b.bind(p + "mlp.gate_proj.weight", f, d);
     L.w_up = b.bind(p + "mlp.up_proj.weight", f, d);
     L.w_down = b.bind(p + "mlp.down_proj.weight", d, f);
@@ -76,7 +106,7 @@ ModelWeights bind_weights(const ModelConfig& c, const TensorStore& store, Backen
     L.b_down = b.bind_if(c.mlp_bias, p + "mlp.down_proj.bias", d);
     w.layers.push_back(L);
   }
-  w.final_norm = b.bind("model.norm.weight", d, 0);
+  w.final_norm = b.bind_norm(c, "model.norm.weight", d);
   if (c.tie_word_embeddings) {
     w.lm_head = w.embed;
   } else {

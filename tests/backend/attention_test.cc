@@ -1,4 +1,5 @@
-// store_kv and attention on the CPU backend vs the double reference; batch invariance; masks.
+// store_kv and attention on the CPU backend vs the double reference; batch invariance; masks;
+// sliding windows.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -229,6 +230,110 @@ TEST(Attention, RejectsBadRows) {
   EXPECT_THROW(backend().attention(q.t(), 4, c.view, beyond.rows, 1.0f, out.t()), Error);
   Rows empty = masked_rows({0}, {0}, {{0, 0}});  // sees nothing
   EXPECT_THROW(backend().attention(q.t(), 4, c.view, empty.rows, 1.0f, out.t()), Error);
+}
+
+// Sliding window (Gemma 3): row m sees entries j with position - window < j <= cache_index.
+TEST(SlidingWindow, MatchesReference) {
+  uint32_t seed = 700;
+  for (DType dtype : kCacheTypes) {
+    Cache c(dtype, 2, 300, 2, 64, seed += 5);
+    for (int64_t window : {1, 4, 37, 512}) {
+      Rows decode({1, 0, 1, 0}, {0, 3, 255, 299});
+      decode.rows.window = window;
+      EXPECT_LE(attention_error(c, 4, decode.rows, seed + 2), kAttentionTolerance)
+          << backend_test::name(dtype) << " window " << window;
+      std::vector<int32_t> slots(40, 1), index(40);
+      for (int i = 0; i < 40; ++i) index[i] = 10 + i;
+      Rows prefill(slots, index);
+      prefill.rows.window = window;
+      EXPECT_LE(attention_error(c, 4, prefill.rows, seed + 3), kAttentionTolerance)
+          << backend_test::name(dtype) << " prefill, window " << window;
+    }
+  }
+}
+
+// The reference's window is Hugging Face's sliding mask (kv_idx > q_idx - window).
+TEST(SlidingWindow, ReferenceVisibility) {
+  Rows r({0, 0}, {9, 3});
+  r.rows.window = 4;
+  for (int64_t j = 0; j < 12; ++j) {
+    EXPECT_EQ(reference::visible(r.rows, 0, j), j > 9 - 4 && j <= 9) << j;
+    EXPECT_EQ(reference::visible(r.rows, 1, j), j <= 3) << j;
+  }
+}
+
+// A window gives the bits of the mask form listing the same entries, and no window (or one
+// wider than the position) gives the causal bits; a narrow window changes the result.
+TEST(SlidingWindow, SameBitsAsTheEquivalentMask) {
+  Cache c(DType::kBF16, 1, 64, 2, 32, 800);
+  const int64_t m = 5, width = 4 * 32, window = 6;
+  std::vector<int32_t> index = {20, 21, 22, 23, 40};
+  std::vector<std::vector<int32_t>> mask(m, std::vector<int32_t>(41, 0));
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = index[i] - window + 1; j <= index[i]; ++j) mask[i][j] = 1;
+  }
+  Rows masked = masked_rows(std::vector<int32_t>(m, 0), std::vector<int32_t>(m, 0), mask);
+  Rows windowed(std::vector<int32_t>(m, 0), index), wide(std::vector<int32_t>(m, 0), index),
+      causal(std::vector<int32_t>(m, 0), index);
+  windowed.rows.window = window;
+  wide.rows.window = 41;
+  HostTensor q = HostTensor(DType::kF32, m, width).random(801);
+  HostTensor a(DType::kF32, m, width), b(DType::kF32, m, width), d(DType::kF32, m, width),
+      e(DType::kF32, m, width);
+  backend().attention(q.t(), 4, c.view, windowed.rows, 0.2f, a.t());
+  backend().attention(q.t(), 4, c.view, masked.rows, 0.2f, b.t());
+  backend().attention(q.t(), 4, c.view, wide.rows, 0.2f, d.t());
+  backend().attention(q.t(), 4, c.view, causal.rows, 0.2f, e.t());
+  for (int64_t r = 0; r < m; ++r) {
+    EXPECT_TRUE(same_bits(a.t(), r, b.t(), r)) << "row " << r;
+    EXPECT_TRUE(same_bits(d.t(), r, e.t(), r)) << "row " << r;
+    EXPECT_FALSE(same_bits(a.t(), r, e.t(), r)) << "row " << r;
+  }
+}
+
+TEST(SlidingWindow, BatchInvariantUpToSmallBatch) {
+  Cache c(DType::kBF16, 4, 320, 2, 128, 900);
+  const int n_heads = 8;
+  const int64_t width = int64_t{n_heads} * 128;
+  std::vector<int32_t> slots = {2, 2, 2, 2, 2, 2, 2, 2, 0, 1, 3, 0, 1, 3, 0, 1};
+  std::vector<int32_t> index = {250, 251, 252, 253, 254, 255, 256, 257,
+                                0,   9,   300, 77,  128, 319, 5,   200};
+  HostTensor q = HostTensor(DType::kF32, kSmallBatch, width).random(901);
+  HostTensor alone(DType::kF32, kSmallBatch, width);
+  for (int64_t r = 0; r < kSmallBatch; ++r) {
+    Rows one({slots[r]}, {index[r]});
+    one.rows.window = 64;
+    Tensor out = alone.t().slice_rows(r, 1);
+    backend().attention(q.t().slice_rows(r, 1), n_heads, c.view, one.rows, 0.088f, out);
+  }
+  for (int64_t m = 1; m <= kSmallBatch; ++m) {
+    Rows batch(std::vector<int32_t>(slots.begin(), slots.begin() + m),
+               std::vector<int32_t>(index.begin(), index.begin() + m));
+    batch.rows.window = 64;
+    HostTensor out(DType::kF32, m, width);
+    backend().attention(q.t().slice_rows(0, m), n_heads, c.view, batch.rows, 0.088f, out.t());
+    for (int64_t r = 0; r < m; ++r) {
+      ASSERT_TRUE(same_bits(out.t(), r, alone.t(), r)) << "row " << r << " of M=" << m;
+    }
+  }
+}
+
+TEST(SlidingWindow, RejectsBadRows) {
+  Cache c(DType::kBF16, 1, 16, 2, 8, 1000);
+  HostTensor q = HostTensor(DType::kF32, 1, 32).random(1001), out(DType::kF32, 1, 32);
+  Rows negative({0}, {5});
+  negative.rows.window = -1;
+  EXPECT_THROW(backend().attention(q.t(), 4, c.view, negative.rows, 1.0f, out.t()), Error);
+  Rows no_positions({0}, {5});
+  no_positions.rows.window = 4;
+  no_positions.rows.positions = Tensor{};
+  EXPECT_THROW(backend().attention(q.t(), 4, c.view, no_positions.rows, 1.0f, out.t()), Error);
+  // Entry 5 at position 9 with window 4: the row would see nothing.
+  Rows outside({0}, {5});
+  HostTensor pos = i32_vector({9});
+  outside.rows.positions = pos.t();
+  outside.rows.window = 4;
+  EXPECT_THROW(backend().attention(q.t(), 4, c.view, outside.rows, 1.0f, out.t()), Error);
 }
 
 }  // namespace

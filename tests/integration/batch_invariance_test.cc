@@ -23,7 +23,7 @@ class BatchInvariance : public testing::TestWithParam<std::tuple<std::string, DT
     backend_ = make_backend(testing_support::test_device(), 2);
     TransformerLimits limits{kSmallBatch, kSmallBatch, 64};
     model_ = std::make_unique<Transformer>(*backend_, config_, store_, limits);
-    KvCacheShape shape{config_.n_layers, config_.n_kv_heads, config_.head_dim, 2, 64,
+    KvCacheShape shape{config_.n_layers,       config_.n_kv_heads, config_.head_dim, 2, 64,
                        std::get<1>(GetParam())};
     kv_ = std::make_unique<KvCache>(*backend_, shape);
     for (int i = 0; i < 40; ++i) tokens_.push_back((i * 37 + 11) % config_.vocab_size);
@@ -85,14 +85,14 @@ TEST_P(BatchInvariance, RowsOfAnotherSequenceDoNotChangeResults) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Fixtures, BatchInvariance,
-    testing::Combine(testing::Values("qwen3_f32", "qwen2_untied_bf16", "llama_linear_f16"),
-                     testing::Values(DType::kBF16, DType::kF32)),
-    [](const auto& info) {
-      return std::get<0>(info.param) + "_kv_" +
-             std::string(dtype_name(std::get<1>(info.param)));
-    });
+INSTANTIATE_TEST_SUITE_P(Fixtures, BatchInvariance,
+                         testing::Combine(testing::Values("qwen3_f32", "qwen2_untied_bf16",
+                                                          "llama_linear_f16", "gemma3_f32"),
+                                          testing::Values(DType::kBF16, DType::kF32)),
+                         [](const auto& info) {
+                           return std::get<0>(info.param) + "_kv_" +
+                                  std::string(dtype_name(std::get<1>(info.param)));
+                         });
 
 }  // namespace
 }  // namespace specd

@@ -3,11 +3,19 @@
 (which dequantises the GGUF to float32), for specd's real-model tests.
 
     python tools/gguf/golden_transformers.py MODEL.gguf OUT_DIR [--prompts 20] [--tokens 64]
+        [--bos] [--long-prompt TOKENS] [--logit-sample]
 
 Writes OUT_DIR/golden.json: for each prompt its text, the token ids of transformers' own GGUF
 tokenizer conversion, the 64 greedy tokens (no stop at end-of-sequence) and the top-1 minus
 top-2 logit margin at each step; and OUT_DIR/logits_<i>.npy, the float32 logits of the last
 prompt position of the first prompts.
+
+--bos prepends the tokenizer's BOS id to every prompt (Gemma needs it).
+--long-prompt N adds one more record whose prompt is the first N ids of all prompts' ids
+concatenated (for sliding-window models: a prompt longer than the window).
+--logit-sample stores, instead of whole rows (1 MB each for a 262144 vocabulary), a [2, n]
+float32 array: row 0 the vocabulary ids (every 64th id and the 64 largest logits, sorted),
+row 1 their logits.
 """
 import argparse
 import json
@@ -49,6 +57,9 @@ def main():
     parser.add_argument("--prompts", type=int, default=20)
     parser.add_argument("--tokens", type=int, default=64)
     parser.add_argument("--logit-prompts", type=int, default=3)
+    parser.add_argument("--long-prompt", type=int, default=0)
+    parser.add_argument("--logit-sample", action="store_true")
+    parser.add_argument("--bos", action="store_true")
     args = parser.parse_args()
     torch.set_num_threads(max(1, os.cpu_count() or 1))
     path = Path(args.model)
@@ -59,13 +70,25 @@ def main():
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     records = []
-    for i, text in enumerate(PROMPTS[:args.prompts]):
-        ids = tok(text, add_special_tokens=False)["input_ids"]
+    bos = [tok.bos_token_id] if args.bos else []
+    prompts = [(text, bos + tok(text, add_special_tokens=False)["input_ids"])
+               for text in PROMPTS[:args.prompts]]
+    if args.long_prompt:
+        joined = [i for _, ids in prompts for i in ids[len(bos):]]
+        while len(joined) < args.long_prompt:
+            joined = joined + joined
+        prompts.append((None, (bos + joined)[:args.long_prompt]))
+    for i, (text, ids) in enumerate(prompts):
         with torch.no_grad():
             result = model(torch.tensor([ids]), use_cache=True)
             logits = result.logits[0, -1].float()
             if i < args.logit_prompts:
-                np.save(out / f"logits_{i}.npy", logits.numpy().astype(np.float32))
+                row = logits.numpy().astype(np.float32)
+                if args.logit_sample:
+                    top = np.argsort(-row)[:64]
+                    keep = np.unique(np.concatenate([np.arange(0, len(row), 64), top]))
+                    row = np.stack([keep.astype(np.float32), row[keep]])
+                np.save(out / f"logits_{i}.npy", row)
             past = result.past_key_values
             generated, margins = [], []
             for _ in range(args.tokens):
@@ -78,7 +101,7 @@ def main():
                 logits = result.logits[0, -1].float()
         records.append({"prompt": text, "prompt_ids": ids, "tokens": generated,
                         "margins": margins})
-        print(i, repr(tok.decode(generated)[:60]), flush=True)
+        print(i, len(ids), repr(tok.decode(generated)[:60]), flush=True)
     meta = {"model": path.name, "transformers": __import__("transformers").__version__,
             "torch": torch.__version__, "records": records}
     (out / "golden.json").write_text(json.dumps(meta, indent=1) + "\n")

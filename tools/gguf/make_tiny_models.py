@@ -1,15 +1,18 @@
 #!/usr/bin/env python3
 """Writes tiny random-weight GGUF models (llama with every block format, qwen3 with q/k norms and
-tied embeddings, qwen2 with attention biases) with gguf-py, and the logits that Hugging Face
-transformers computes when it loads each file, for specd's GGUF architecture tests.
+tied embeddings, qwen2 with attention biases, gemma3 with sliding-window layers) with gguf-py,
+and the logits that Hugging Face transformers computes when it loads each file, for specd's GGUF
+architecture tests.
 
-    python tools/gguf/make_tiny_models.py tests/data/gguf
+    python tools/gguf/make_tiny_models.py tests/data/gguf [ARCH ...]
 
-Writes OUT/tiny_<arch>.gguf and OUT/tiny_<arch>_logits.npy ([len(IDS), vocab] float32).
+Writes OUT/tiny_<arch>.gguf and OUT/tiny_<arch>_logits.npy ([len(IDS), vocab] float32); for
+gemma3 also OUT/tiny_gemma3_greedy.json (GREEDY_NEW greedy tokens after IDS[:GREEDY_PROMPT]).
 Q and K of llama are permuted as llama.cpp's converter does (transformers undoes it at load);
 k-quant tensors are random blocks (gguf-py cannot quantise to them), so their permutation is
 moot for the comparison: both sides read the same blocks.
 """
+import json
 import sys
 from pathlib import Path
 
@@ -22,6 +25,7 @@ from transformers import AutoModelForCausalLM
 
 VOCAB, HIDDEN, FFN, LAYERS, HEADS, KV_HEADS, HEAD_DIM = 256, 256, 256, 2, 4, 2, 64
 IDS = [1, 17, 200, 3, 99, 45, 45, 128, 7, 255, 0, 64]
+GREEDY_PROMPT, GREEDY_NEW = 6, 16
 
 # Tensor type of each weight per architecture (1-D norms and biases stay F32).
 LLAMA_TYPES = {"token_embd": T.Q8_0, "attn_q": T.Q4_K, "attn_k": T.Q5_K, "attn_v": T.Q6_K,
@@ -29,6 +33,15 @@ LLAMA_TYPES = {"token_embd": T.Q8_0, "attn_q": T.Q4_K, "attn_k": T.Q5_K, "attn_v
                "ffn_down": T.Q5_1, "output": T.F16}
 QWEN3_TYPES = {"token_embd": T.BF16, "attn_q": T.Q8_0, "attn_k": T.Q8_0, "attn_v": T.F16,
                "attn_output": T.Q4_K, "ffn_gate": T.Q6_K, "ffn_up": T.F16, "ffn_down": T.Q8_0}
+# Gemma 3: 6 layers so that transformers' fixed pattern (every 6th layer global) has both kinds;
+# a sliding window of 4 positions masks inside the 12-token test sequence; head_dim 256 equals
+# transformers' default query_pre_attn_scalar (GGUF has no key for it).
+GEMMA3_TYPES = {"token_embd": T.Q8_0, "attn_q": T.Q5_0, "attn_k": T.Q8_0, "attn_v": T.Q6_K,
+                "attn_output": T.Q4_K, "ffn_gate": T.Q4_K, "ffn_up": T.Q5_0, "ffn_down": T.Q6_K}
+GEMMA3_LAYERS, GEMMA3_WINDOW = 6, 4
+# Gemma scales embeddings by sqrt(hidden) = 16 and adds post-normed layer outputs: small
+# embeddings and large post-norms keep the greedy path from repeating the last token.
+EMB, POST = 0.15, 4.0
 QWEN2_TYPES = {"token_embd": T.F16, "attn_q": T.Q8_0, "attn_k": T.Q8_0, "attn_v": T.Q8_0,
                "attn_output": T.Q8_0, "ffn_gate": T.Q4_K, "ffn_up": T.Q4_K, "ffn_down": T.Q4_K,
                "output": T.Q6_K}
@@ -70,9 +83,13 @@ def add(writer, name, w, qtype, rng=None):
 def write_model(path, arch, types, rng):
     # transformers reads no key_length for qwen3 and takes Qwen3's default head_dim of 128.
     global HEADS, KV_HEADS, HEAD_DIM
-    HEADS, KV_HEADS, HEAD_DIM = (2, 1, 128) if arch == "qwen3" else (4, 2, 64)
+    HEADS, KV_HEADS, HEAD_DIM = {"qwen3": (2, 1, 128), "gemma3": (2, 1, 256)}.get(arch, (4, 2, 64))
+    gemma = arch == "gemma3"
+    layers = GEMMA3_LAYERS if gemma else LAYERS
     writer = gguf.GGUFWriter(str(path), arch)
-    writer.add_block_count(LAYERS)
+    writer.add_block_count(layers)
+    if gemma:
+        writer.add_sliding_window(GEMMA3_WINDOW)
     writer.add_context_length(128)
     writer.add_embedding_length(HIDDEN)
     writer.add_feed_forward_length(FFN)
@@ -87,8 +104,12 @@ def write_model(path, arch, types, rng):
     writer.add_file_type(1)
     def w(*shape, scale=0.08):
         return rng.standard_normal(shape).astype(np.float32) * scale
-    add(writer, "token_embd.weight", w(VOCAB, HIDDEN, scale=1.0), types["token_embd"], rng)
-    for l in range(LAYERS):
+    add(writer, "token_embd.weight", w(VOCAB, HIDDEN, scale=EMB if gemma else 1.0),
+        types["token_embd"], rng)
+    # Gemma norms are stored as 1 + w (llama.cpp's converter adds the 1); post-norms larger.
+    def norm(n, base=1.0):
+        return base + w(n, scale=0.1)
+    for l in range(layers):
         p = f"blk.{l}."
         q, k = w(HEADS * HEAD_DIM, HIDDEN), w(KV_HEADS * HEAD_DIM, HIDDEN)
         if arch == "llama":
@@ -102,9 +123,12 @@ def write_model(path, arch, types, rng):
             add(writer, p + "attn_q.bias", w(HEADS * HEAD_DIM, scale=0.5), None)
             add(writer, p + "attn_k.bias", w(KV_HEADS * HEAD_DIM, scale=0.5), None)
             add(writer, p + "attn_v.bias", w(KV_HEADS * HEAD_DIM, scale=0.5), None)
-        if arch == "qwen3":
+        if arch in ("qwen3", "gemma3"):
             add(writer, p + "attn_q_norm.weight", 1 + w(HEAD_DIM, scale=0.1), None)
             add(writer, p + "attn_k_norm.weight", 1 + w(HEAD_DIM, scale=0.1), None)
+        if gemma:
+            add(writer, p + "post_attention_norm.weight", norm(HIDDEN, POST), None)
+            add(writer, p + "post_ffw_norm.weight", norm(HIDDEN, POST), None)
         add(writer, p + "ffn_norm.weight", 1 + w(HIDDEN, scale=0.1), None)
         add(writer, p + "ffn_gate.weight", w(FFN, HIDDEN), types["ffn_gate"], rng)
         add(writer, p + "ffn_up.weight", w(FFN, HIDDEN), types["ffn_up"], rng)
@@ -118,18 +142,42 @@ def write_model(path, arch, types, rng):
     writer.close()
 
 
+@torch.no_grad()
+def greedy(model, prompt, n):
+    """Argmax decoding with a full forward per step (no KV cache)."""
+    ids, margin = list(prompt), float("inf")
+    for _ in range(n):
+        last = model(torch.tensor([ids])).logits[0, -1]
+        top = torch.topk(last, 2).values
+        margin = min(margin, float(top[0] - top[1]))
+        ids.append(int(last.argmax()))
+    return ids[len(prompt):], margin
+
+
 def main():
     out = Path(sys.argv[1] if len(sys.argv) > 1 else "tests/data/gguf")
+    only = set(sys.argv[2:])
     out.mkdir(parents=True, exist_ok=True)
     for seed, (arch, types) in enumerate([("llama", LLAMA_TYPES), ("qwen3", QWEN3_TYPES),
-                                          ("qwen2", QWEN2_TYPES)]):
+                                          ("qwen2", QWEN2_TYPES), ("gemma3", GEMMA3_TYPES)]):
+        if only and arch not in only:
+            continue
         path = out / f"tiny_{arch}.gguf"
         write_model(path, arch, types, np.random.default_rng(1000 + seed))
-        model = AutoModelForCausalLM.from_pretrained(str(out), gguf_file=path.name,
-                                                     torch_dtype=torch.float32)
+        model, info = AutoModelForCausalLM.from_pretrained(
+            str(out), gguf_file=path.name, torch_dtype=torch.float32, output_loading_info=True)
+        assert not any(info.values()), f"{arch}: transformers reported {info}"
         with torch.no_grad():
             logits = model(torch.tensor([IDS])).logits[0].float().numpy()
         np.save(out / f"tiny_{arch}_logits.npy", logits.astype(np.float32))
+        if arch == "gemma3":
+            assert model.config.layer_types[5] == "full_attention"
+            assert model.config.sliding_window == GEMMA3_WINDOW
+            tokens, margin = greedy(model, IDS[:GREEDY_PROMPT], GREEDY_NEW)
+            (out / "tiny_gemma3_greedy.json").write_text(json.dumps(
+                {"prompt": IDS[:GREEDY_PROMPT], "tokens": tokens,
+                 "min_top2_margin": margin}) + "\n")
+            print("greedy", tokens, "min top-2 margin", margin)
         print(arch, path.stat().st_size, "bytes; logits", logits.shape, float(abs(logits).max()))
 
 

@@ -19,6 +19,8 @@ import numpy as np
 import torch
 import transformers
 from transformers import (
+    Gemma3ForCausalLM,
+    Gemma3TextConfig,
     LlamaConfig,
     LlamaForCausalLM,
     MistralConfig,
@@ -41,6 +43,7 @@ WEIGHT_STD = 0.2  # projection matrices (HF's default 0.02 gives flat logits and
 EMBED_STD = 0.3  # embed_tokens and lm_head
 NORM_STD = 0.1  # RMSNorm weights = 1 + NORM_STD * randn
 BIAS_STD = 0.1
+GEMMA_POST_NORM = 2.0  # Gemma 3 post-attention / post-feedforward norm weights (effective 3 + noise)
 BOS, EOS = 1, 2
 
 ARCHS = {
@@ -48,6 +51,7 @@ ARCHS = {
     "qwen2": (Qwen2Config, Qwen2ForCausalLM),
     "qwen3": (Qwen3Config, Qwen3ForCausalLM),
     "mistral": (MistralConfig, MistralForCausalLM),
+    "gemma3": (Gemma3TextConfig, Gemma3ForCausalLM),
 }
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 COMMON = dict(hidden_size=64, num_hidden_layers=2, intermediate_size=128, max_position_embeddings=128,
@@ -114,6 +118,20 @@ CASES = [
          "Mistral, f32, sliding_window null, 4q/2kv heads of head_dim 16, untied, theta 1e6, intermediate 96",
          dict(vocab_size=256, num_attention_heads=4, num_key_value_heads=2, head_dim=16, intermediate_size=96,
               tie_word_embeddings=False, rope_theta=1000000.0, sliding_window=None, rms_norm_eps=1e-5)),
+    Case("gemma3_f32", "gemma3", "float32", 10000,
+         "Gemma 3, f32, 4 layers (sliding, full, sliding, sliding; window 6 < 24 tokens), "
+         "local RoPE base 1e4 and global 1e6 with linear scaling x2, q/k norms, Gemma (1 + w) "
+         "RMSNorms incl. post-attention / pre- and post-feedforward, GELU-tanh MLP, embeddings "
+         "times sqrt(64), query_pre_attn_scalar 24, 4q/2kv heads of head_dim 16, tied",
+         dict(vocab_size=256, num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2,
+              head_dim=16, intermediate_size=96, tie_word_embeddings=True, rms_norm_eps=1e-6,
+              hidden_activation="gelu_pytorch_tanh", query_pre_attn_scalar=24, sliding_window=6,
+              layer_types=["sliding_attention", "full_attention", "sliding_attention",
+                           "sliding_attention"],
+              rope_parameters={"full_attention": {"rope_type": "linear", "factor": 2.0,
+                                                  "rope_theta": 1000000.0},
+                               "sliding_attention": {"rope_type": "default",
+                                                     "rope_theta": 10000.0}})),
 ]
 
 
@@ -122,22 +140,28 @@ CASES = [
 def build_model(case: Case, seed: int):
     config_cls, model_cls = ARCHS[case.arch]
     kwargs = {**COMMON, **case.config, "initializer_range": WEIGHT_STD}
+    if case.arch == "gemma3":
+        kwargs.pop("hidden_act")  # Gemma 3 names it hidden_activation
     config = config_cls(**kwargs)
     config.architectures = [model_cls.__name__]
     torch.manual_seed(seed)
     model = model_cls(config).eval()
-    randomize_(model, seed)
+    randomize_(model, seed, gemma=case.arch == "gemma3")
     return model
 
 
 @torch.no_grad()
-def randomize_(model, seed: int):
+def randomize_(model, seed: int, gemma: bool = False):
     """Overwrites every parameter from one generator, independent of transformers' own init order."""
     gen = torch.Generator().manual_seed(seed)
     for name, param in sorted(model.named_parameters()):  # tied lm_head appears once (as embed_tokens)
         noise = torch.randn(param.shape, generator=gen, dtype=torch.float32)
         if "embed_tokens" in name or "lm_head" in name:
             value = EMBED_STD * noise
+        elif gemma and ("post_attention_layernorm" in name or "post_feedforward_layernorm" in name):
+            # Gemma's norm is x * (1 + w): larger post-norms keep the scaled embedding from
+            # dominating the residual (greedy paths otherwise repeat the input token).
+            value = GEMMA_POST_NORM + NORM_STD * noise
         elif name.endswith("norm.weight"):
             value = 1.0 + NORM_STD * noise
         elif name.endswith(".bias"):
@@ -174,6 +198,8 @@ def generation_config(case: Case) -> dict:
 def classic_config(cfg: dict, case: Case) -> dict:
     """Rewrites transformers-5 config keys into the form published hub checkpoints use."""
     cfg = dict(cfg)
+    if case.arch == "gemma3":
+        return classic_gemma3_config(cfg, case)
     rope = dict(cfg.pop("rope_parameters", None) or {})
     cfg["rope_theta"] = rope.pop("rope_theta", cfg.get("rope_theta"))
     scaled = rope.get("rope_type", "default") != "default"
@@ -187,6 +213,20 @@ def classic_config(cfg: dict, case: Case) -> dict:
         del cfg["head_dim"]
     if set(cfg.get("layer_types") or ["x"]) == {"full_attention"}:
         del cfg["layer_types"]  # implied when use_sliding_window is false
+    return cfg
+
+
+def classic_gemma3_config(cfg: dict, case: Case) -> dict:
+    """Gemma 3 as google/gemma-3-270m publishes it: rope_theta (global), rope_local_base_freq
+    (sliding layers), rope_scaling (global layers only) instead of per-layer-type rope_parameters."""
+    rope = cfg.pop("rope_parameters")
+    full, local = dict(rope["full_attention"]), dict(rope["sliding_attention"])
+    cfg["rope_theta"] = full.pop("rope_theta")
+    cfg["rope_local_base_freq"] = local.pop("rope_theta")
+    assert local.get("rope_type", "default") == "default"
+    cfg["rope_scaling"] = full if full.get("rope_type", "default") != "default" else None
+    cfg.pop("dtype", None)
+    cfg["torch_dtype"] = case.dtype
     return cfg
 
 

@@ -92,15 +92,18 @@ HWY_INLINE void Values(const T* values, int64_t entry_stride, const int32_t* ent
   for (int c = 0; c < C; ++c) hn::StoreU(hn::Mul(acc[c], scale), d, out + offset + c * lanes);
 }
 
-// Visible entries of row m in increasing order; returns their count.
+// Visible entries of row m in increasing order; returns their count. With a window, entries
+// j <= positions[m] - window are skipped (the masked part of a tree is not windowed).
 int64_t VisibleEntries(const AttentionArgs& a, int64_t m, int32_t* entries) {
   int64_t n = 0;
+  const int32_t first =
+      a.window > 0 ? static_cast<int32_t>(std::max<int64_t>(0, a.positions[m] - a.window + 1)) : 0;
   if (a.mask_start == nullptr) {
-    for (int32_t j = 0; j <= a.cache_index[m]; ++j) entries[n++] = j;
+    for (int32_t j = first; j <= a.cache_index[m]; ++j) entries[n++] = j;
     return n;
   }
   const int32_t start = a.mask_start[m];
-  for (int32_t j = 0; j < start; ++j) entries[n++] = j;
+  for (int32_t j = first; j < start; ++j) entries[n++] = j;
   const int32_t* mask = a.mask + m * a.mask_stride;
   for (int64_t j = 0; j < a.mask_cols; ++j) {
     if (mask[j] != 0) entries[n++] = start + static_cast<int32_t>(j);

@@ -177,6 +177,32 @@ void CpuBackend::silu_mul(const Tensor& gate, const Tensor& up, Tensor& out) {
   });
 }
 
+void CpuBackend::gelu_tanh_mul(const Tensor& gate, const Tensor& up, Tensor& out) {
+  check_host("gelu_tanh_mul", {&gate, &up, &out});
+  op_checks::gelu_tanh_mul(gate, up, out);
+  const int64_t chunks = (gate.cols + kSiluChunk - 1) / kSiluChunk;
+  run(gate.rows * chunks, 4 * gate.numel(), [&](int64_t begin, int64_t end, int) {
+    for (int64_t item = begin; item < end; ++item) {
+      const int64_t r = item / chunks, c = item % chunks * kSiluChunk;
+      const int64_t n = std::min(kSiluChunk, gate.cols - c);
+      cpu::gelu_tanh_mul_row(gate.row<const float>(r) + c, up.row<const float>(r) + c,
+                             out.row<float>(r) + c, n);
+    }
+  });
+}
+
+void CpuBackend::scale(Tensor& x, float s) {
+  check_host("scale", {&x});
+  op_checks::scale(x);
+  for (int64_t r = 0; r < x.rows; ++r) cpu::scale_row(x.row<float>(r), x.cols, s);
+}
+
+void CpuBackend::add(const Tensor& x, Tensor& y) {
+  check_host("add", {&x, &y});
+  op_checks::add(x, y);
+  for (int64_t r = 0; r < x.rows; ++r) cpu::add_row(x.row<const float>(r), y.row<float>(r), x.cols);
+}
+
 void CpuBackend::store_kv(const Tensor& k, const Tensor& v, const KvLayerView& cache,
                           const AttentionRows& rows) {
   check_host("store_kv", {&k, &v, &rows.slots, &rows.cache_index});
@@ -196,6 +222,7 @@ void CpuBackend::store_kv(const Tensor& k, const Tensor& v, const KvLayerView& c
 void CpuBackend::attention(const Tensor& q, int n_heads, const KvLayerView& cache,
                            const AttentionRows& rows, float scale, Tensor& out) {
   check_host("attention", {&q, &out, &rows.slots});
+  if (rows.window > 0) check_host("attention", {&rows.positions});
   op_checks::attention(q, n_heads, cache, rows, out);
   const bool masked = rows.mask_start.data != nullptr;
   cpu::AttentionArgs a;
@@ -214,6 +241,8 @@ void CpuBackend::attention(const Tensor& q, int n_heads, const KvLayerView& cach
   a.scale = scale;
   a.slots = rows.slots.ptr<const int32_t>();
   a.cache_index = masked ? nullptr : rows.cache_index.ptr<const int32_t>();
+  a.positions = rows.window > 0 ? rows.positions.ptr<const int32_t>() : nullptr;
+  a.window = rows.window;
   a.mask_start = masked ? rows.mask_start.ptr<const int32_t>() : nullptr;
   a.mask = masked && rows.mask.cols > 0 ? rows.mask.ptr<const int32_t>() : nullptr;
   a.mask_cols = masked ? rows.mask.cols : 0;

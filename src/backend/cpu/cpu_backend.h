@@ -37,6 +37,9 @@ class CpuBackend final : public Backend {
   void rope(Tensor& x, int n_heads, const Tensor& positions, const RopeTable& table) override;
   void silu_mul(const Tensor& gate, const Tensor& up, Tensor& out) override;
   void argmax_rows(const Tensor& logits, Tensor& ids) override;
+  void gelu_tanh_mul(const Tensor& gate, const Tensor& up, Tensor& out) override;
+  void scale(Tensor& x, float s) override;
+  void add(const Tensor& x, Tensor& y) override;
   void store_kv(const Tensor& k, const Tensor& v, const KvLayerView& cache,
                 const AttentionRows& rows) override;
   void attention(const Tensor& q, int n_heads, const KvLayerView& cache, const AttentionRows& rows,

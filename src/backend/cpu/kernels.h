@@ -65,6 +65,15 @@ void rope_rows(float* x, int64_t x_stride, int64_t rows, int n_heads, int64_t ha
 // out = silu(gate) * up = gate / (1 + exp(-gate)) * up, n elements.
 void silu_mul_row(const float* gate, const float* up, float* out, int64_t n);
 
+// out = gelu_tanh(gate) * up (PyTorch's tanh approximation of GELU), n elements.
+void gelu_tanh_mul_row(const float* gate, const float* up, float* out, int64_t n);
+
+// x *= s, n elements.
+void scale_row(float* x, int64_t n, float s);
+
+// y += x, n elements.
+void add_row(const float* x, float* y, int64_t n);
+
 // One attention problem: everything the per-(row, head) kernel needs.
 struct AttentionArgs {
   const float* q = nullptr;  // [m, n_heads * head_dim] f32
@@ -80,6 +89,8 @@ struct AttentionArgs {
   float scale = 1.0f;
   const int32_t* slots = nullptr;        // [m]
   const int32_t* cache_index = nullptr;  // [m] (causal rows)
+  const int32_t* positions = nullptr;    // [m] (window > 0)
+  int64_t window = 0;                    // > 0: hide entries j <= positions[m] - window
   const int32_t* mask_start = nullptr;   // [m] or nullptr (causal)
   const int32_t* mask = nullptr;         // [m, mask_cols] with row stride mask_stride
   int64_t mask_cols = 0, mask_stride = 0;

@@ -378,6 +378,10 @@ void CudaBackend::rope_store_kv(Tensor& q, Tensor& k, const Tensor& v, int n_hea
 void CudaBackend::attention(const Tensor& q, int n_heads, const KvLayerView& cache,
                             const AttentionRows& rows, float scale, Tensor& out) {
   check_device("attention", index_, {&q, &out, &rows.slots});
+  SPECD_CHECK(rows.window == 0,
+              "attention: sliding-window attention (window {}, Gemma 3) is not implemented on the "
+              "CUDA backend yet; run the model with --device cpu",
+              rows.window);
   op_checks::attention(q, n_heads, cache, rows, out, /*read_indices=*/false);
   if (q.rows == 0) return;
   const bool masked = rows.mask_start.data != nullptr;
