@@ -136,6 +136,20 @@ BpeModel::BpeModel(BpeData data) : options_(std::move(data.options)) {
     }
     if (joins_metaspace_.size() > 64) split_at_metaspace_ = false;  // not sentencepiece-like
   }
+  // Without an unknown token and a full set of byte tokens, characters outside the vocabulary
+  // are dropped, and the symbols around them become neighbours that may merge.
+  bool all_fallback = options_.byte_fallback;
+  for (int32_t id : byte_fallback_ids_) all_fallback &= id >= 0;
+  may_drop_chars_ = !options_.unk_token.has_value() && !all_fallback;
+}
+
+bool BpeModel::is_dropped(std::string_view ch) const {
+  if (!may_drop_chars_ || vocab_.find(ch)) return false;
+  if (!options_.byte_fallback) return true;
+  for (char c : ch) {
+    if (byte_fallback_ids_[static_cast<uint8_t>(c)] < 0) return true;
+  }
+  return false;
 }
 
 BpeModel::~BpeModel() = default;
@@ -162,6 +176,7 @@ void BpeModel::tokenize(std::string_view word, bool byte_level_input,
           joins_metaspace_.end()) {
         continue;  // some token spans this position
       }
+      if (is_dropped(word.substr(p, at - p))) continue;  // its neighbours may merge
       tokenize_piece(word.substr(start, at - start), byte_level_input, out);
       start = at;
     }
