@@ -66,8 +66,20 @@ BpeModel::BpeModel(BpeData data) : options_(std::move(data.options)) {
     id_to_entry_[static_cast<size_t>(vocab_.value(i))] = static_cast<int32_t>(i);
   }
 
+  if (!data.merge_ids.empty()) {
+    merges_.reserve(data.merge_ids.size());
+    auto known = [&](int32_t id) { return id >= 0 && id <= max_id && id_to_entry_[id] >= 0; };
+    for (size_t rank = 0; rank < data.merge_ids.size(); ++rank) {
+      const auto& [left, right, merged] = data.merge_ids[rank];
+      SPECD_CHECK(known(left) && known(right) && known(merged),
+                  "merge {} ({} {} -> {}) names an id outside the vocabulary", rank, left, right,
+                  merged);
+      merges_.insert(left, right, {static_cast<uint32_t>(rank), merged});
+    }
+    data.merge_ids.clear();
+  }
   const size_t prefix_len = options_.continuing_subword_prefix.size();
-  merges_.reserve(data.merges.size());
+  merges_.reserve(merges_.size() + data.merges.size());
   // Merges are resolved in blocks so the table lookups can overlap their cache misses.
   constexpr size_t kBlock = 32;
   std::string merged[kBlock];

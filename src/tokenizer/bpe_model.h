@@ -24,10 +24,13 @@ struct BpeOptions {
   bool ignore_merges = false;
 };
 
-// Vocabulary and merges as read from tokenizer.json (merges already split into pairs).
+// Vocabulary and merges as read from tokenizer.json (merges already split into pairs), or
+// merges already resolved to ids (left, right, merged; rank = position), which skips the
+// lookups when the builder knows them (SentencePiece-style GGUF vocabularies).
 struct BpeData {
   std::vector<std::pair<std::string, int64_t>> vocab;
   std::vector<std::pair<std::string, std::string>> merges;
+  std::vector<std::array<int32_t, 3>> merge_ids;  // used instead of `merges` when not empty
   BpeOptions options;
 };
 

@@ -152,11 +152,11 @@ TokenizerJson gguf_spm_tokenizer(const GgufHeader& h, const std::string& what, J
   }
 
   TokenizerJson result;
-  result.bpe.merges = merges_from_scores(tokens, keys);
   // The vocabulary as a Python dict {token: id}: a repeated token keeps its last id.
-  StringTable last;
-  last.reserve(n);
-  for (size_t i = 0; i < n; ++i) last.insert(tokens[i], static_cast<int32_t>(i));
+  const StringTable last = last_ids(tokens);
+  for (const MergeIds& m : merges_from_scores(tokens, keys, last)) {
+    result.bpe.merge_ids.push_back({m.left, m.right, m.merged});
+  }
   result.bpe.vocab.reserve(last.size());
   for (size_t e = 0; e < last.size(); ++e)
     result.bpe.vocab.emplace_back(last.key(e), last.value(e));
