@@ -12,6 +12,8 @@ transformers' own GGUF conversion of the same files (tools/tokenizer/make_gguf_g
   characters fall back to the unknown token), CONTROL, USER_DEFINED, UNUSED and UNKNOWN token
   types, a duplicated token string, a token with a space, whitespace-only tokens, tied scores,
   add_space_prefix false, no BOS, EOS added.
+- spm_phi3.gguf: the same vocabulary with architecture `phi3` (transformers' Phi-3 flavour), BOS
+  added by default.
 - spm_gemma.gguf: architecture `gemma3`, hand-made in Gemma's layout: control tokens first,
   space-only tokens spelled with real spaces, newline runs as USER_DEFINED, scores that do not
   follow the merge order (transformers orders Gemma's merges by position instead).
@@ -60,7 +62,7 @@ def llama(data_dir, out):
         "tokenizer.ggml.add_eos_token": False})
 
 
-def llama_edge(out):
+def llama_edge(out, arch="llama", name="spm_llama_edge.gguf", meta=None):
     entries = [("<unk>", 0.0, UNKNOWN), ("<s>", 0.0, CONTROL), ("</s>", 0.0, CONTROL)]
     entries += [(f"<0x{b:02X}>", 0.0, BYTE) for b in range(128)]
     entries += [("<|im_start|>", 0.0, CONTROL), ("<|im_end|>", 0.0, CONTROL),
@@ -82,7 +84,7 @@ def llama_edge(out):
                                                "XYZ0123456789.,;:!?'\"-_()[]{}<>/\\|=+*&^%$#@~`é中"))
     entries += [(c, -100.0 - i, NORMAL) for i, c in enumerate(chars) if c not in pieces]
     tokens, scores, types = (list(x) for x in zip(*entries))
-    write(out / "spm_llama_edge.gguf", "llama", tokens, scores, types, {
+    write(out / name, arch, tokens, scores, types, meta or {
         "tokenizer.ggml.bos_token_id": 1, "tokenizer.ggml.eos_token_id": 2,
         "tokenizer.ggml.unknown_token_id": 0, "tokenizer.ggml.padding_token_id": 136,
         "tokenizer.ggml.add_bos_token": False,
@@ -128,6 +130,10 @@ def main():
     args.out.mkdir(parents=True, exist_ok=True)
     llama(args.data, args.out)
     llama_edge(args.out)
+    # Phi-3 flavour (normalizer Prepend + Replace, no pre-tokenizer) on the same vocabulary.
+    llama_edge(args.out, "phi3", "spm_phi3.gguf", {
+        "tokenizer.ggml.bos_token_id": 1, "tokenizer.ggml.eos_token_id": 132,
+        "tokenizer.ggml.unknown_token_id": 0, "tokenizer.ggml.add_space_prefix": True})
     gemma(args.out)
 
 

@@ -32,6 +32,7 @@ DATA = Path(os.environ.get("SPECD_DATA_DIR", Path.home() / ".cache" / "specd"))
 CASES = {
     "gguf_spm_llama": {"gguf": "tests/data/gguf/spm_llama.gguf", "count": 500, "seed": 21},
     "gguf_spm_llama_edge": {"gguf": "tests/data/gguf/spm_llama_edge.gguf", "count": 400, "seed": 22},
+    "gguf_spm_phi3": {"gguf": "tests/data/gguf/spm_phi3.gguf", "count": 300, "seed": 24},
     "gguf_spm_gemma": {"gguf": "tests/data/gguf/spm_gemma.gguf", "count": 400, "seed": 23},
     # The real Gemma-3 file on the corpus of the published gemma3 case (same seed).
     "gguf_gemma3": {"gguf_fetched": "gemma3/gemma-3-270m-q4_k_m.gguf", "count": 1200, "seed": 4},

@@ -148,7 +148,7 @@ INSTANTIATE_TEST_SUITE_P(All, TokenizerGolden, ::testing::Values("gguf_gemma3"),
 #elif defined(SPECD_GOLDEN_GGUF)
 // Tiny GGUF files of the source tree against transformers' GGUF conversion.
 INSTANTIATE_TEST_SUITE_P(All, TokenizerGolden,
-                         ::testing::Values("gguf_spm_llama", "gguf_spm_llama_edge",
+                         ::testing::Values("gguf_spm_llama", "gguf_spm_llama_edge", "gguf_spm_phi3",
                                            "gguf_spm_gemma"),
                          [](const ::testing::TestParamInfo<std::string>& info) {
                            return info.param;
