@@ -2,6 +2,7 @@
 // rejected with specd::Error only.
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "core/error.h"
 #include "io/gguf.h"
