@@ -21,7 +21,7 @@ ctest --preset release -j "$jobs"
 
 if [ "${SPECD_QUICK:-0}" != 1 ]; then
   cmake --preset fuzz >/dev/null
-  cmake --build --preset fuzz -j "$jobs" --target safetensors_fuzz gguf_fuzz
+  cmake --build --preset fuzz -j "$jobs" --target safetensors_fuzz gguf_fuzz gguf_tokenizer_fuzz
   corpus=$(mktemp -d)
   cp tests/fuzz/corpus/* "$corpus"/
   ./build-fuzz/tests/fuzz/safetensors_fuzz -max_total_time="${SPECD_FUZZ_SECONDS:-60}" \
@@ -31,6 +31,8 @@ if [ "${SPECD_QUICK:-0}" != 1 ]; then
   cp tests/fuzz/corpus-gguf/* "$corpus"/
   ./build-fuzz/tests/fuzz/gguf_fuzz -max_total_time="${SPECD_FUZZ_SECONDS:-60}" \
     -max_len=4096 "$corpus" 2>&1 | tail -n 2
+  ./build-fuzz/tests/fuzz/gguf_tokenizer_fuzz -max_total_time="${SPECD_FUZZ_SECONDS:-60}" \
+    -max_len=16384 "$corpus" 2>&1 | tail -n 2
   rm -rf "$corpus"
 
   cmake --preset asan >/dev/null

@@ -49,24 +49,42 @@ std::string pick_template(const Json& templates, bool with_tools, const std::str
   return default_template;
 }
 
-// tokenizer.chat_template of a GGUF file, with the BOS/EOS token strings.
-ChatTemplate load_gguf_chat_template(const std::string& path, ChatRenderOptions* defaults) {
+// The special-token strings of a GGUF file (from their ids) as template variables:
+// bos_token / eos_token, and unk_token / pad_token in extra_kwargs as transformers passes them.
+void gguf_defaults(const GgufHeader& h, ChatRenderOptions* defaults) {
+  const GgufValue* tokens = h.find("tokenizer.ggml.tokens");
+  const auto token = [&](const char* key) -> std::string {
+    const GgufValue* id = h.find(key);
+    if (id == nullptr || tokens == nullptr) return "";
+    const auto& list = tokens->as_strings("tokenizer.ggml.tokens");
+    const int64_t i = id->as_int(key);
+    return i >= 0 && static_cast<size_t>(i) < list.size() ? list[static_cast<size_t>(i)] : "";
+  };
+  defaults->bos_token = token("tokenizer.ggml.bos_token_id");
+  defaults->eos_token = token("tokenizer.ggml.eos_token_id");
+  const std::pair<const char*, const char*> others[] = {
+      {"unk_token", "tokenizer.ggml.unknown_token_id"},
+      {"pad_token", "tokenizer.ggml.padding_token_id"}};
+  for (const auto& [name, key] : others) {
+    const std::string value = token(key);
+    if (value.empty()) continue;
+    if (!defaults->extra_kwargs.is_object()) defaults->extra_kwargs = OrderedJson::object();
+    if (!defaults->extra_kwargs.contains(name)) defaults->extra_kwargs[name] = value;
+  }
+}
+
+// tokenizer.chat_template of a GGUF file (or `template_file`), with the special tokens.
+ChatTemplate load_gguf_chat_template(const std::string& path, ChatRenderOptions* defaults,
+                                     const std::string& template_file) {
   GgufFile file(path);
   const GgufHeader& h = file.header();
+  if (defaults != nullptr) gguf_defaults(h, defaults);
+  if (!template_file.empty()) return ChatTemplate(read_text_file(template_file));
   const GgufValue* text = h.find("tokenizer.chat_template");
-  SPECD_CHECK(text != nullptr, "{}: the GGUF file has no tokenizer.chat_template", path);
-  if (defaults != nullptr) {
-    const GgufValue* tokens = h.find("tokenizer.ggml.tokens");
-    const auto token = [&](const char* key) -> std::string {
-      const GgufValue* id = h.find(key);
-      if (id == nullptr || tokens == nullptr) return "";
-      const auto& list = tokens->as_strings("tokenizer.ggml.tokens");
-      const int64_t i = id->as_int(key);
-      return i >= 0 && static_cast<size_t>(i) < list.size() ? list[static_cast<size_t>(i)] : "";
-    };
-    defaults->bos_token = token("tokenizer.ggml.bos_token_id");
-    defaults->eos_token = token("tokenizer.ggml.eos_token_id");
-  }
+  SPECD_CHECK(text != nullptr,
+              "{}: the GGUF file has no chat template (no tokenizer.chat_template); pass a "
+              "Jinja chat template file with --chat-template FILE",
+              path);
   return ChatTemplate(text->as_string("tokenizer.chat_template"));
 }
 
@@ -74,7 +92,12 @@ ChatTemplate load_gguf_chat_template(const std::string& path, ChatRenderOptions*
 
 ChatTemplate load_chat_template(const std::string& model_dir, ChatRenderOptions* defaults,
                                 bool with_tools) {
-  if (is_gguf_file(model_dir)) return load_gguf_chat_template(model_dir, defaults);
+  return load_chat_template(model_dir, defaults, with_tools, "");
+}
+
+ChatTemplate load_chat_template(const std::string& model_dir, ChatRenderOptions* defaults,
+                                bool with_tools, const std::string& template_file) {
+  if (is_gguf_file(model_dir)) return load_gguf_chat_template(model_dir, defaults, template_file);
   const std::string config_path = model_dir + "/tokenizer_config.json";
   const std::string jinja_path = model_dir + "/chat_template.jinja";
   const std::string tool_jinja_path = model_dir + "/additional_chat_templates/tool_use.jinja";
@@ -98,12 +121,14 @@ ChatTemplate load_chat_template(const std::string& model_dir, ChatRenderOptions*
       if (!defaults->extra_kwargs.contains(key)) defaults->extra_kwargs[key] = value;
     }
   }
+  if (!template_file.empty()) return ChatTemplate(read_text_file(template_file));
   if (with_tools && file_exists(tool_jinja_path))
     return ChatTemplate(read_text_file(tool_jinja_path));
   if (file_exists(jinja_path)) return ChatTemplate(read_text_file(jinja_path));
   SPECD_CHECK(config.is_object() && config.contains("chat_template") &&
                   !config.at("chat_template").is_null(),
-              "{} has no chat template (no chat_template.jinja and no \"chat_template\" in {})",
+              "{} has no chat template (no chat_template.jinja and no \"chat_template\" in {}); "
+              "pass a Jinja chat template file with --chat-template FILE",
               model_dir, config_path);
   return ChatTemplate(pick_template(config.at("chat_template"), with_tools, config_path));
 }

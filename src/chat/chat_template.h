@@ -60,9 +60,15 @@ class ChatTemplate {
 // present, else "default"). Fills defaults->bos_token / eos_token from tokenizer_config.json
 // (a string or {"content": ...}), falling back to special_tokens_map.json, and puts the other
 // special tokens (unk, pad, sep, cls, mask) into defaults->extra_kwargs as transformers does.
-// `defaults` may be null. Throws specd::Error naming the file when there is no template.
+// A GGUF file's template is tokenizer.chat_template, with bos/eos (and unk/pad in extra_kwargs)
+// from the token ids of its metadata. `defaults` may be null. Throws specd::Error naming the
+// file, and the --chat-template option, when there is no template.
 ChatTemplate load_chat_template(const std::string& model_dir, ChatRenderOptions* defaults,
                                 bool with_tools = false);
+// The same special tokens from `model_dir`, but the template read from `template_file` when it
+// is not empty (the --chat-template FILE option).
+ChatTemplate load_chat_template(const std::string& model_dir, ChatRenderOptions* defaults,
+                                bool with_tools, const std::string& template_file);
 
 // Parses a JSON file (messages, tools) keeping object keys in file order; "-" reads stdin.
 // Throws specd::Error naming the file on I/O or syntax errors.

@@ -18,6 +18,7 @@ struct RenderChatOptions {
   std::string messages_file;
   std::string tools_file;
   std::string template_kwargs;
+  std::string chat_template_file;
   std::string now;
   bool no_generation_prompt = false;
 };
@@ -40,7 +41,8 @@ void run_render_chat(const RenderChatOptions& o) {
               o.tools_file.empty() ? o.messages_file : o.tools_file);
 
   ChatRenderOptions options;
-  const ChatTemplate tmpl = load_chat_template(o.model_dir, &options, !tools.is_null());
+  const ChatTemplate tmpl =
+      load_chat_template(o.model_dir, &options, !tools.is_null(), o.chat_template_file);
   options.tools = tools;
   options.add_generation_prompt = !o.no_generation_prompt;
   options.now = o.now;
@@ -76,6 +78,11 @@ void register_render_chat_command(CLI::App& app) {
                    " ('-' reads standard input)")
       ->required();
   command->add_option("--tools", options->tools_file, "JSON file with an array of tool schemas")
+      ->check(CLI::ExistingFile);
+  command
+      ->add_option("--chat-template", options->chat_template_file,
+                   "Jinja chat template file to use instead of the model's own (the special "
+                   "tokens still come from the model)")
       ->check(CLI::ExistingFile);
   command->add_flag("--no-generation-prompt", options->no_generation_prompt,
                     "Do not append the assistant header (add_generation_prompt=False)");

@@ -178,13 +178,14 @@ void run_serve(ServeOptions& o) {
 
   uint64_t bytes = summarize_weights(target.store).bytes + target.kv->bytes();
   if (draft) bytes += summarize_weights(draft->store).bytes + draft->kv->bytes();
-  std::fprintf(stderr,
-               "specd serve: http://%s:%d/v1 | model %s (%s) | drafter %s | parallel %d | "
-               "context %d | memory %.1f MiB (weights + KV) | prefix cache %d MiB | chat "
-               "template: %s\n",
-               o.http.host.c_str(), port, o.http.model_id.c_str(), o.load.model_dir.c_str(),
-               mode.c_str(), o.parallel, o.load.context, bytes / 1048576.0, o.prefix_cache_mb,
-               chat_template ? "yes" : "no");
+  std::fprintf(
+      stderr,
+      "specd serve: http://%s:%d/v1 | model %s (%s) | drafter %s | parallel %d | "
+      "context %d | memory %.1f MiB (weights + KV) | prefix cache %d MiB | chat "
+      "template: %s\n",
+      o.http.host.c_str(), port, o.http.model_id.c_str(), o.load.model_dir.c_str(), mode.c_str(),
+      o.parallel, o.load.context, bytes / 1048576.0, o.prefix_cache_mb,
+      chat_template ? "yes" : "none (chat completions are refused; pass --chat-template FILE)");
   std::thread signal_thread([&] { drain_on_signal(http, engine, o.drain_seconds); });
   bool ok = http.listen();
   unsigned char zero = 0;  // wakes the drain thread if the server ended by itself

@@ -17,8 +17,14 @@ void PromptOptions::add_to(CLI::App& command) {
   auto* i = command.add_option("--prompt-ids", ids, "Prompt as token ids, e.g. \"1,2,3\"");
   t->excludes(f)->excludes(i);
   f->excludes(i);
-  command.add_flag("--chat", chat,
-                   "Send the prompt as a user message through the model's chat template");
+  auto* c = command.add_flag("--chat", chat,
+                             "Send the prompt as a user message through the model's chat template");
+  command
+      .add_option("--chat-template", chat_template_file,
+                  "Jinja chat template file to use with --chat instead of the model's own "
+                  "(needed for models that ship none, e.g. Gemma 3 GGUF files)")
+      ->check(CLI::ExistingFile)
+      ->needs(c);
   command.add_option("--system", system, "System message (with --chat)");
   command.add_option("--template-kwargs", template_kwargs,
                      "More chat-template variables as a JSON object, e.g. "
@@ -55,7 +61,8 @@ Prompt resolve_prompt(const PromptOptions& o, const std::string& model_dir) {
   bool add_special = true;
   if (o.chat) {
     ChatRenderOptions render;
-    ChatTemplate chat_template = load_chat_template(model_dir, &render);
+    ChatTemplate chat_template =
+        load_chat_template(model_dir, &render, false, o.chat_template_file);
     if (!o.template_kwargs.empty()) {
       OrderedJson kwargs = parse_ordered_json(o.template_kwargs, "--template-kwargs");
       SPECD_CHECK(kwargs.is_object(), "--template-kwargs must be a JSON object");

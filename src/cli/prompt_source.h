@@ -15,9 +15,11 @@ struct PromptOptions {
   std::string text, file, ids;
   bool chat = false;
   std::string system;
-  std::string template_kwargs;  // JSON object, e.g. {"enable_thinking": false}
+  std::string template_kwargs;     // JSON object, e.g. {"enable_thinking": false}
+  std::string chat_template_file;  // --chat-template: replaces the model's template
 
-  // Adds --prompt, --prompt-file, --prompt-ids, --chat, --system, --template-kwargs.
+  // Adds --prompt, --prompt-file, --prompt-ids, --chat, --chat-template, --system,
+  // --template-kwargs.
   void add_to(CLI::App& command);
   bool given() const;
 };

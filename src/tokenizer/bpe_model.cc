@@ -66,8 +66,20 @@ BpeModel::BpeModel(BpeData data) : options_(std::move(data.options)) {
     id_to_entry_[static_cast<size_t>(vocab_.value(i))] = static_cast<int32_t>(i);
   }
 
+  if (!data.merge_ids.empty()) {
+    merges_.reserve(data.merge_ids.size());
+    auto known = [&](int32_t id) { return id >= 0 && id <= max_id && id_to_entry_[id] >= 0; };
+    for (size_t rank = 0; rank < data.merge_ids.size(); ++rank) {
+      const auto& [left, right, merged] = data.merge_ids[rank];
+      SPECD_CHECK(known(left) && known(right) && known(merged),
+                  "merge {} ({} {} -> {}) names an id outside the vocabulary", rank, left, right,
+                  merged);
+      merges_.insert(left, right, {static_cast<uint32_t>(rank), merged});
+    }
+    data.merge_ids.clear();
+  }
   const size_t prefix_len = options_.continuing_subword_prefix.size();
-  merges_.reserve(data.merges.size());
+  merges_.reserve(merges_.size() + data.merges.size());
   // Merges are resolved in blocks so the table lookups can overlap their cache misses.
   constexpr size_t kBlock = 32;
   std::string merged[kBlock];
@@ -136,6 +148,20 @@ BpeModel::BpeModel(BpeData data) : options_(std::move(data.options)) {
     }
     if (joins_metaspace_.size() > 64) split_at_metaspace_ = false;  // not sentencepiece-like
   }
+  // Without an unknown token and a full set of byte tokens, characters outside the vocabulary
+  // are dropped, and the symbols around them become neighbours that may merge.
+  bool all_fallback = options_.byte_fallback;
+  for (int32_t id : byte_fallback_ids_) all_fallback &= id >= 0;
+  may_drop_chars_ = !options_.unk_token.has_value() && !all_fallback;
+}
+
+bool BpeModel::is_dropped(std::string_view ch) const {
+  if (!may_drop_chars_ || vocab_.find(ch)) return false;
+  if (!options_.byte_fallback) return true;
+  for (char c : ch) {
+    if (byte_fallback_ids_[static_cast<uint8_t>(c)] < 0) return true;
+  }
+  return false;
 }
 
 BpeModel::~BpeModel() = default;
@@ -162,6 +188,7 @@ void BpeModel::tokenize(std::string_view word, bool byte_level_input,
           joins_metaspace_.end()) {
         continue;  // some token spans this position
       }
+      if (is_dropped(word.substr(p, at - p))) continue;  // its neighbours may merge
       tokenize_piece(word.substr(start, at - start), byte_level_input, out);
       start = at;
     }

@@ -24,10 +24,13 @@ struct BpeOptions {
   bool ignore_merges = false;
 };
 
-// Vocabulary and merges as read from tokenizer.json (merges already split into pairs).
+// Vocabulary and merges as read from tokenizer.json (merges already split into pairs), or
+// merges already resolved to ids (left, right, merged; rank = position), which skips the
+// lookups when the builder knows them (SentencePiece-style GGUF vocabularies).
 struct BpeData {
   std::vector<std::pair<std::string, int64_t>> vocab;
   std::vector<std::pair<std::string, std::string>> merges;
+  std::vector<std::array<int32_t, 3>> merge_ids;  // used instead of `merges` when not empty
   BpeOptions options;
 };
 
@@ -63,6 +66,8 @@ class BpeModel {
   void merge_word(std::string_view word, std::vector<int32_t>& out) const;
   void tokenize_uncached(std::string_view word, bool byte_level_input,
                          std::vector<int32_t>& out) const;
+  // Whether merge_word() drops the character `ch` (no token, byte token or unknown token).
+  bool is_dropped(std::string_view ch) const;
 
   StringTable vocab_;
   std::vector<int32_t> id_to_entry_;  // id -> vocab_ entry index, -1 if unused
@@ -74,6 +79,7 @@ class BpeModel {
   std::array<int32_t, 256> byte_fallback_ids_{};  // id of "<0xXX>", -1 if absent
   bool split_at_metaspace_ = false;        // long words may be cut before "▁" (see constructor)
   std::vector<char32_t> joins_metaspace_;  // characters that precede "▁" inside some token
+  bool may_drop_chars_ = false;            // no unknown token and not all 256 byte tokens
   uint32_t cache_owner_ = 0;  // key of this model's entries in the per-thread word cache
 };
 

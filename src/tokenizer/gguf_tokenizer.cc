@@ -2,6 +2,9 @@
 #include "tokenizer/gguf_tokenizer.h"
 
 #include "core/error.h"
+#include "tokenizer/gguf_spm.h"
+#include "tokenizer/json_reader.h"
+#include "tokenizer/tokenizer_impl.h"
 
 namespace specd {
 
@@ -20,12 +23,16 @@ constexpr const char* kQwen2Pattern =
     "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
 
 Json byte_level(bool use_regex) {
-  return {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true},
+  return {{"type", "ByteLevel"},
+          {"add_prefix_space", false},
+          {"trim_offsets", true},
           {"use_regex", use_regex}};
 }
 
 Json split(const char* pattern) {
-  return {{"type", "Split"}, {"pattern", {{"Regex", pattern}}}, {"behavior", "Isolated"},
+  return {{"type", "Split"},
+          {"pattern", {{"Regex", pattern}}},
+          {"behavior", "Isolated"},
           {"invert", false}};
 }
 
@@ -37,14 +44,17 @@ Json pre_tokenizer(const std::string& pre, const std::string& what) {
              Json::array({{{"type", "Digits"}, {"individual_digits", true}}, byte_level(true)})}};
   }
   if (pre == "llama-bpe" || pre == "llama3") {
-    return {{"type", "Sequence"}, {"pretokenizers", Json::array({split(kLlama3Pattern), byte_level(false)})}};
+    return {{"type", "Sequence"},
+            {"pretokenizers", Json::array({split(kLlama3Pattern), byte_level(false)})}};
   }
   if (pre == "qwen2") {
-    return {{"type", "Sequence"}, {"pretokenizers", Json::array({split(kQwen2Pattern), byte_level(false)})}};
+    return {{"type", "Sequence"},
+            {"pretokenizers", Json::array({split(kQwen2Pattern), byte_level(false)})}};
   }
-  fail("{}: GGUF pre-tokenizer '{}' is not supported (supported: default, gpt-2, smollm, "
-       "starcoder, refact, llama-bpe, qwen2)",
-       what, pre);
+  fail(
+      "{}: GGUF pre-tokenizer '{}' is not supported (supported: default, gpt-2, smollm, "
+      "starcoder, refact, llama-bpe, qwen2)",
+      what, pre);
 }
 
 const std::vector<std::string>& tokens_of(const GgufHeader& h, const std::string& what) {
@@ -59,8 +69,8 @@ std::string token_of(const GgufHeader& h, const char* key, const std::string& wh
   if (v == nullptr) return "";
   const auto& tokens = tokens_of(h, what);
   int64_t id = v->as_int(key);
-  SPECD_CHECK(id >= 0 && static_cast<size_t>(id) < tokens.size(), "{}: {} {} is outside the vocabulary",
-              what, key, id);
+  SPECD_CHECK(id >= 0 && static_cast<size_t>(id) < tokens.size(),
+              "{}: {} {} is outside the vocabulary", what, key, id);
   return tokens[static_cast<size_t>(id)];
 }
 
@@ -71,7 +81,8 @@ Json gguf_tokenizer_json(const GgufHeader& h, const std::string& what) {
   SPECD_CHECK(model != nullptr, "{}: no tokenizer.ggml.model (the file has no tokenizer)", what);
   const std::string& type = model->as_string("tokenizer.ggml.model");
   SPECD_CHECK(type == "gpt2",
-              "{}: GGUF tokenizer model '{}' is not supported yet (supported: gpt2)", what, type);
+              "{}: GGUF tokenizer model '{}' is not supported yet (supported: gpt2, llama)", what,
+              type);
   const auto& tokens = tokens_of(h, what);
   std::vector<int64_t> types(tokens.size(), 1);
   if (const GgufValue* t = h.find("tokenizer.ggml.token_type")) {
@@ -84,8 +95,12 @@ Json gguf_tokenizer_json(const GgufHeader& h, const std::string& what) {
   for (size_t id = 0; id < tokens.size(); ++id) {
     vocab[tokens[id]] = id;
     if (types[id] == kControl || types[id] == kUserDefined) {
-      added.push_back({{"id", id}, {"content", tokens[id]}, {"single_word", false},
-                       {"lstrip", false}, {"rstrip", false}, {"normalized", false},
+      added.push_back({{"id", id},
+                       {"content", tokens[id]},
+                       {"single_word", false},
+                       {"lstrip", false},
+                       {"rstrip", false},
+                       {"normalized", false},
                        {"special", types[id] == kControl}});
     }
   }
@@ -102,13 +117,22 @@ Json gguf_tokenizer_json(const GgufHeader& h, const std::string& what) {
                {"normalizer", nullptr},
                {"pre_tokenizer", pre_tokenizer(pre, what)},
                {"post_processor", nullptr},
-               {"decoder", {{"type", "ByteLevel"}, {"add_prefix_space", true},
-                            {"trim_offsets", true}, {"use_regex", true}}},
-               {"model", {{"type", "BPE"}, {"dropout", nullptr}, {"unk_token", nullptr},
-                          {"continuing_subword_prefix", nullptr}, {"end_of_word_suffix", nullptr},
-                          {"fuse_unk", false}, {"byte_fallback", false},
-                          {"ignore_merges", pre == "llama-bpe" || pre == "llama3"},
-                          {"vocab", vocab}, {"merges", merges}}}};
+               {"decoder",
+                {{"type", "ByteLevel"},
+                 {"add_prefix_space", true},
+                 {"trim_offsets", true},
+                 {"use_regex", true}}},
+               {"model",
+                {{"type", "BPE"},
+                 {"dropout", nullptr},
+                 {"unk_token", nullptr},
+                 {"continuing_subword_prefix", nullptr},
+                 {"end_of_word_suffix", nullptr},
+                 {"fuse_unk", false},
+                 {"byte_fallback", false},
+                 {"ignore_merges", pre == "llama-bpe" || pre == "llama3"},
+                 {"vocab", vocab},
+                 {"merges", merges}}}};
   const GgufValue* add_bos = h.find("tokenizer.ggml.add_bos_token");
   if (add_bos != nullptr && add_bos->as_bool("tokenizer.ggml.add_bos_token")) {
     const std::string bos = token_of(h, "tokenizer.ggml.bos_token_id", what);
@@ -121,8 +145,8 @@ Json gguf_tokenizer_json(const GgufHeader& h, const std::string& what) {
         {"pair", Json::array({{{"SpecialToken", {{"id", bos}, {"type_id", 0}}}},
                               {{"Sequence", {{"id", "A"}, {"type_id", 0}}}},
                               {{"Sequence", {{"id", "B"}, {"type_id", 1}}}}})},
-        {"special_tokens", {{bos, {{"id", bos}, {"ids", Json::array({bos_id})},
-                                   {"tokens", Json::array({bos})}}}}}};
+        {"special_tokens",
+         {{bos, {{"id", bos}, {"ids", Json::array({bos_id})}, {"tokens", Json::array({bos})}}}}}};
   }
   return json;
 }
@@ -141,6 +165,16 @@ Json gguf_tokenizer_config(const GgufHeader& h, const std::string& what) {
 
 Tokenizer load_gguf_tokenizer(const std::string& path) {
   GgufFile file(path);
+  const GgufValue* model = file.header().find("tokenizer.ggml.model");
+  if (model != nullptr && model->type == GgufType::kString && model->str == "llama") {
+    Json config;
+    tok::TokenizerJson parsed = tok::gguf_spm_tokenizer(file.header(), path, config);
+    try {
+      return Tokenizer(tok::build_tokenizer(std::move(parsed), std::move(config), ""));
+    } catch (const Error& e) {
+      fail("{}: tokenizer from GGUF metadata: {}", path, e.what());
+    }
+  }
   Json json = gguf_tokenizer_json(file.header(), path);
   try {
     return Tokenizer::from_json_text(json.dump(), gguf_tokenizer_config(file.header(), path));

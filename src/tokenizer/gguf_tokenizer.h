@@ -20,6 +20,8 @@ Json gguf_tokenizer_json(const GgufHeader& header, const std::string& what);
 // tokenizer_config.json equivalent: bos_token, eos_token, chat_template.
 Json gguf_tokenizer_config(const GgufHeader& header, const std::string& what);
 
+// The tokenizer of a GGUF file: model "gpt2" through gguf_tokenizer_json(), model "llama"
+// (SentencePiece-style) through tok::gguf_spm_tokenizer().
 Tokenizer load_gguf_tokenizer(const std::string& path);
 
 }  // namespace specd

@@ -18,12 +18,15 @@ namespace tok {
 struct TokenizerImpl;
 class DecodeStream;
 }  // namespace tok
+class Tokenizer;
+Tokenizer load_gguf_tokenizer(const std::string& path);
 
 // An immutable tokenizer. Copies share the loaded tables; all const methods are thread-safe.
 class Tokenizer {
  public:
   // Loads MODEL_DIR/tokenizer.json plus, when present, tokenizer_config.json and
-  // chat_template.jinja; MODEL_DIR may also be a GGUF file (see gguf_tokenizer.h). Throws specd::Error naming the file and the problem.
+  // chat_template.jinja; MODEL_DIR may also be a GGUF file (see gguf_tokenizer.h). Throws
+  // specd::Error naming the file and the problem.
   static Tokenizer load(const std::string& model_dir);
   // Builds from tokenizer.json text and a tokenizer_config object. Each top-level key of
   // `overrides` replaces that key of tokenizer.json (used by tests to derive variants).
@@ -56,6 +59,7 @@ class Tokenizer {
 
  private:
   friend class StreamingDetokenizer;
+  friend Tokenizer load_gguf_tokenizer(const std::string& path);
   explicit Tokenizer(std::shared_ptr<const tok::TokenizerImpl> impl);
   std::shared_ptr<const tok::TokenizerImpl> impl_;
 };

@@ -83,5 +83,17 @@ echo "1 2 3 4 5 6 7 8 9 10" >"$work/ids.txt"
 expect_ok perplexity '"perplexity": [0-9.]+' perplexity -m "$fixture" --ids-file "$work/ids.txt" --window 4
 expect_ok help "generate" --help
 
+# SentencePiece-style GGUF tokenizer (Gemma layout) without a chat template.
+gemma=$src/tests/data/gguf/spm_gemma.gguf
+echo '[{"role": "user", "content": "Hi"}]' >"$work/chat.json"
+expect_ok gguf_spm_tokenize '^\[2,' tokenize -m "$gemma" --text "Hello world"
+expect_error gguf_no_template "no chat template.*--chat-template FILE" \
+  render-chat -m "$gemma" --messages "$work/chat.json"
+expect_ok gguf_template_file '"<bos><start_of_turn>user\\nHi<end_of_turn>\\n<start_of_turn>model\\n"' \
+  render-chat -m "$gemma" --messages "$work/chat.json" \
+  --chat-template "$src/tests/data/chat/templates/gemma3.jinja"
+expect_error chat_template_needs_chat "--chat-template requires --chat" \
+  generate -m "$gemma" --prompt hi --chat-template "$src/tests/data/chat/templates/gemma3.jinja"
+
 echo "$passes passed, $failures failed"
 [ "$failures" -eq 0 ]

@@ -27,9 +27,28 @@ inline std::string golden_path(const std::string& name) {
   return std::string(SPECD_SOURCE_DIR) + "/tests/data/tokenizer/" + name + ".json";
 }
 
-// Builds the tokenizer a golden file describes: a synthetic tokenizer.json stored inline, or
-// a fetched one (plus overrides). Returns nullopt (with `missing` set) if it was not fetched.
+// ${SPECD_DATA_DIR:-$HOME/.cache/specd}/gguf/<name>, where tools/gguf/fetch_models.sh puts
+// the pinned GGUF models.
+inline std::string fetched_gguf_path(const std::string& name) {
+  std::string dir = fetched_tokenizer_dir("");
+  return dir.substr(0, dir.size() - std::string("tokenizers/").size()) + "/gguf/" + name;
+}
+
+// Builds the tokenizer a golden file describes: a GGUF file of the source tree or a fetched
+// one, a synthetic tokenizer.json stored inline, or a fetched tokenizer.json (plus overrides).
+// Returns nullopt (with `missing` set) if it was not fetched.
 inline std::optional<Tokenizer> golden_tokenizer(const Json& golden, std::string& missing) {
+  if (golden.contains("gguf") && golden["gguf"].is_string()) {
+    return Tokenizer::load(std::string(SPECD_SOURCE_DIR) + "/" + golden["gguf"].get<std::string>());
+  }
+  if (golden.contains("gguf_fetched") && golden["gguf_fetched"].is_string()) {
+    const std::string path = fetched_gguf_path(golden["gguf_fetched"].get<std::string>());
+    if (!file_exists(path)) {
+      missing = path;
+      return std::nullopt;
+    }
+    return Tokenizer::load(path);
+  }
   if (golden.contains("tokenizer_json") && !golden["tokenizer_json"].is_null()) {
     return Tokenizer::from_json_text(golden["tokenizer_json"].dump(), Json::object());
   }

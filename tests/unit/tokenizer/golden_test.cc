@@ -54,10 +54,18 @@ TEST_P(TokenizerGolden, MatchesReference) {
   std::string missing;
   std::optional<Tokenizer> loaded = test::golden_tokenizer(golden, missing);
   if (!loaded) {
-    GTEST_SKIP() << "tokenizer files not found at " << missing
-                 << "; run tools/tokenizer/fetch_tokenizers.sh (SPECD_DATA_DIR selects the cache)";
+    GTEST_SKIP() << "tokenizer files not found at " << missing << "; run "
+                 << (golden.contains("gguf_fetched") ? "tools/gguf/fetch_models.sh gemma3"
+                                                     : "tools/tokenizer/fetch_tokenizers.sh")
+                 << " (SPECD_DATA_DIR selects the cache)";
   }
   const Tokenizer& tokenizer = *loaded;
+  if (golden.contains("bos_id")) {
+    const Json& bos = golden["bos_id"];
+    EXPECT_EQ(tokenizer.bos_id(), bos.is_null() ? std::nullopt : std::optional(bos.get<int32_t>()));
+    const Json& eos = golden["eos_id"];
+    EXPECT_EQ(tokenizer.eos_id(), eos.is_null() ? std::nullopt : std::optional(eos.get<int32_t>()));
+  }
   const auto prefix = golden["special_prefix"].get<std::vector<int32_t>>();
   const auto suffix = golden["special_suffix"].get<std::vector<int32_t>>();
 
@@ -131,12 +139,28 @@ TEST_P(TokenizerGolden, MatchesReference) {
   EXPECT_TRUE(pieces_valid) << "a streamed piece was not valid UTF-8";
 }
 
+#if defined(SPECD_GOLDEN_GGUF_FETCHED)
+// GGUF files fetched by tools/gguf/fetch_models.sh (label slow).
+INSTANTIATE_TEST_SUITE_P(All, TokenizerGolden, ::testing::Values("gguf_gemma3"),
+                         [](const ::testing::TestParamInfo<std::string>& info) {
+                           return info.param;
+                         });
+#elif defined(SPECD_GOLDEN_GGUF)
+// Tiny GGUF files of the source tree against transformers' GGUF conversion.
+INSTANTIATE_TEST_SUITE_P(All, TokenizerGolden,
+                         ::testing::Values("gguf_spm_llama", "gguf_spm_llama_edge", "gguf_spm_phi3",
+                                           "gguf_spm_gemma"),
+                         [](const ::testing::TestParamInfo<std::string>& info) {
+                           return info.param;
+                         });
+#else
 INSTANTIATE_TEST_SUITE_P(
     All, TokenizerGolden,
     ::testing::Values("qwen3", "llama3", "llama2", "gemma3", "qwen3_gpt2_regex",
                       "llama3_normalized", "llama2_metaspace_first", "llama2_metaspace_split",
                       "gemma3_whitespace", "synthetic_subword", "synthetic_fallback"),
     [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
+#endif
 
 }  // namespace
 }  // namespace specd
