@@ -9,19 +9,6 @@
 
 namespace specd {
 
-void Backend::gelu_tanh_mul(const Tensor& /*gate*/, const Tensor& /*up*/, Tensor& /*out*/) {
-  fail("gelu_tanh_mul (the GELU-tanh gated MLP of Gemma 3) is not implemented on {} yet",
-       describe());
-}
-
-void Backend::scale(Tensor& /*x*/, float /*s*/) {
-  fail("scale (Gemma 3's embedding scale) is not implemented on {} yet", describe());
-}
-
-void Backend::add(const Tensor& /*x*/, Tensor& /*y*/) {
-  fail("add (Gemma 3's normed residual) is not implemented on {} yet", describe());
-}
-
 bool cuda_available() {
 #ifdef SPECD_WITH_CUDA
   return cuda_device_count() > 0;

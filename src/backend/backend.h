@@ -122,14 +122,11 @@ class Backend {
   virtual void silu_mul(const Tensor& gate, const Tensor& up, Tensor& out) = 0;
   // out = gelu_tanh(gate) * up, with PyTorch's tanh approximation of GELU
   // (0.5 g (1 + tanh(sqrt(2/pi) (g + 0.044715 g³)))). gate, up, out: [M, F] f32.
-  // Backends without it throw.
-  virtual void gelu_tanh_mul(const Tensor& gate, const Tensor& up, Tensor& out);
-  // x *= s in place, element by element (one f32 multiply). x: [M, D] f32. Backends without it
-  // throw.
-  virtual void scale(Tensor& x, float s);
-  // y += x, element by element. x, y: [M, D] f32 (they may not overlap). Backends without it
-  // throw.
-  virtual void add(const Tensor& x, Tensor& y);
+  virtual void gelu_tanh_mul(const Tensor& gate, const Tensor& up, Tensor& out) = 0;
+  // x *= s in place, element by element (one f32 multiply). x: [M, D] f32.
+  virtual void scale(Tensor& x, float s) = 0;
+  // y += x, element by element. x, y: [M, D] f32 (they may not overlap).
+  virtual void add(const Tensor& x, Tensor& y) = 0;
   // Writes the rows' K and V ([M, n_kv_heads * head_dim] f32) into the cache at cache_index.
   virtual void store_kv(const Tensor& k, const Tensor& v, const KvLayerView& cache,
                         const AttentionRows& rows) = 0;

@@ -16,10 +16,6 @@ Transformer::Transformer(Backend& backend, ModelConfig config, const TensorStore
     : backend_(backend), config_(std::move(config)), limits_(limits) {
   SPECD_CHECK(limits_.max_rows > 0 && limits_.max_logit_rows > 0 && limits_.max_positions > 0,
               "invalid transformer limits");
-  SPECD_CHECK(config_.arch != Architecture::kGemma3 || backend_.device().kind == DeviceKind::kCpu,
-              "Gemma 3 runs on the CPU backend only so far ({} has no sliding-window attention "
-              "or GELU-tanh kernels yet); use --device cpu",
-              backend_.describe());
   weights_ = bind_weights(config_, store, backend_);
 
   // RoPE tables: the global one, then (Gemma 3) the sliding layers' default RoPE of base

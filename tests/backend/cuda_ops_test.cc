@@ -205,6 +205,21 @@ TEST_F(CudaOps, ElementwiseOpsMatchReference) {
   backend_->silu_mul(upload(gate), upload(up), dout);
   reference::silu_mul(gate.t(), up.t(), out_want.t());
   EXPECT_LE(max_rel_error(download(dout, out).t(), out_want.t()), kOpTolerance);
+  // gelu_tanh_mul, scale, add (Gemma 3)
+  Tensor dgelu = upload(out);
+  backend_->gelu_tanh_mul(upload(gate), upload(up), dgelu);
+  reference::gelu_tanh_mul(gate.t(), up.t(), out_want.t());
+  EXPECT_LE(max_rel_error(download(dgelu, out).t(), out_want.t()), kOpTolerance);
+  Tensor dscaled = upload(x);
+  backend_->scale(dscaled, 25.3f);
+  HostTensor scaled_want = x.clone();
+  reference::scale(scaled_want.t(), 25.3f);
+  EXPECT_LE(max_rel_error(download(dscaled, x).t(), scaled_want.t()), 0.0);
+  Tensor dsum = upload(up);
+  backend_->add(upload(x), dsum);
+  HostTensor sum_want = up.clone();
+  reference::add(x.t(), sum_want.t());
+  EXPECT_LE(max_rel_error(download(dsum, up).t(), sum_want.t()), 0.0);
 }
 
 TEST_F(CudaOps, FusedRopeStoreKvMatchesTheSeparateOps) {
@@ -336,6 +351,56 @@ TEST_F(CudaOps, AttentionMatchesReferenceAndIsInvariant) {
     for (int64_t r = 0; r < m; ++r) {
       EXPECT_TRUE(same_bits(got_masked.t(), r, got.t(), r)) << "masked row " << r;
     }
+  }
+}
+
+TEST_F(CudaOps, SlidingWindowAttentionMatchesReferenceAndIsInvariant) {
+  const int kv_heads = 1, head_dim = 32, n_heads = 4, capacity = 200, width = kv_heads * head_dim;
+  const int64_t window = 37;
+  HostTensor k_cache(DType::kBF16, capacity, width), v_cache(DType::kBF16, capacity, width);
+  HostTensor keys = HostTensor(DType::kF32, capacity, width).random(51);
+  HostTensor values = HostTensor(DType::kF32, capacity, width).random(52);
+  KvLayerView host_view{k_cache.t().data,          v_cache.t().data, DType::kBF16, capacity, 1,
+                        int64_t{capacity} * width, kv_heads,         head_dim};
+  KvLayerView dev_view = host_view;
+  Tensor dk = upload(k_cache), dv = upload(v_cache);
+  dev_view.k = dk.data;
+  dev_view.v = dv.data;
+  std::vector<int32_t> all(capacity);
+  std::iota(all.begin(), all.end(), 0);
+  HostTensor slots0 = backend_test::i32_vector(std::vector<int32_t>(capacity, 0));
+  HostTensor index = backend_test::i32_vector(all);
+  backend_->store_kv(upload(keys), upload(values), dev_view,
+                     make_rows(capacity, upload(slots0), upload(index), upload(index)));
+  reference::store_kv(keys.t(), values.t(), host_view,
+                      make_rows(capacity, slots0.t(), index.t(), index.t()));
+  // Rows inside and past the first window, verification-style rows at the end.
+  const std::vector<int32_t> last = {5, 36, 37, 120, 196, 197, 198, 199};
+  const int64_t m = static_cast<int64_t>(last.size());
+  HostTensor q = HostTensor(DType::kF32, m, n_heads * head_dim).random(53);
+  HostTensor slots = backend_test::i32_vector(std::vector<int32_t>(m, 0));
+  HostTensor rows_index = backend_test::i32_vector(last);
+  AttentionRows rows = make_rows(m, upload(slots), upload(rows_index), upload(rows_index));
+  AttentionRows host_rows = make_rows(m, slots.t(), rows_index.t(), rows_index.t());
+  rows.window = host_rows.window = window;
+  HostTensor out(DType::kF32, m, n_heads * head_dim), want(DType::kF32, m, n_heads * head_dim);
+  Tensor dq = upload(q), dout = upload(out);
+  backend_->attention(dq, n_heads, dev_view, rows, 0.2f, dout);
+  reference::attention(q.t(), n_heads, host_view, host_rows, 0.2f, want.t());
+  HostTensor got = download(dout, out);
+  EXPECT_LE(max_rel_error(got.t(), want.t()), 1e-5);
+  for (int64_t r = 0; r < m; ++r) {  // each row alone: the same bits
+    HostTensor one(DType::kF32, 1, n_heads * head_dim);
+    Tensor done = upload(one);
+    Tensor index_r = rows.cache_index;
+    index_r.data = static_cast<int32_t*>(rows.cache_index.data) + r;
+    index_r.cols = 1;
+    Tensor slot_r = rows.slots;
+    slot_r.cols = 1;
+    AttentionRows single = make_rows(1, slot_r, index_r, index_r);
+    single.window = window;
+    backend_->attention(dq.slice_rows(r, 1), n_heads, dev_view, single, 0.2f, done);
+    EXPECT_TRUE(same_bits(download(done, one).t(), 0, got.t(), r)) << "row " << r;
   }
 }
 

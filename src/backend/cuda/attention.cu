@@ -24,8 +24,10 @@ __device__ __forceinline__ float to_float(__half v) { return __half2float(v); }
 __device__ __forceinline__ float to_float(float v) { return v; }
 
 // Lists masked row m's visible entries of [begin, end) in increasing order (warp 0, by ballots).
-__device__ int visible_entries(const AttentionArgs& a, int64_t m, int64_t begin, int64_t end,
-                               int* list) {
+// Entries before `first` (the sliding window's start) are hidden; the masked part is not
+// windowed.
+__device__ int visible_entries(const AttentionArgs& a, int64_t m, int64_t first, int64_t begin,
+                               int64_t end, int* list) {
   __shared__ int count;
   if (threadIdx.x < 32) {
     const int lane = threadIdx.x;
@@ -34,8 +36,8 @@ __device__ int visible_entries(const AttentionArgs& a, int64_t m, int64_t begin,
     for (int64_t j0 = begin; j0 < end; j0 += 32) {
       const int64_t j = j0 + lane;
       const bool on =
-          j < end &&
-          (j < start || (j - start < a.mask_cols && a.mask[m * a.mask_stride + (j - start)] != 0));
+          j < end && ((j >= first && j < start) || (j >= start && j - start < a.mask_cols &&
+                                                    a.mask[m * a.mask_stride + (j - start)] != 0));
       const unsigned bits = __ballot_sync(0xffffffffu, on);
       if (on) list[n + __popc(bits & ((1u << lane) - 1u))] = static_cast<int>(j);
       n += __popc(bits);
@@ -96,15 +98,18 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t slot = a.slots[m];
   const bool causal = a.mask_start == nullptr;
   const int64_t last = causal ? a.cache_index[m] : 0;
+  // Sliding window: entries j <= position - window are hidden.
+  const int64_t first = a.window > 0 ? std::max<int64_t>(0, a.positions[m] - a.window + 1) : 0;
   const int64_t begin = ch * chunk, end = std::min(begin + chunk, a.cache.capacity);
 #pragma unroll 4
   for (int i = threadIdx.x; i < heads * hd; i += blockDim.x) {
     const int g = i / hd, d = i % hd;
     q[i] = a.q[m * a.q_stride + (first_head + g) * hd + d];
   }
-  // Causal rows see the contiguous entries [begin, last]; masked rows list theirs.
-  const int n = causal ? static_cast<int>(std::clamp<int64_t>(last + 1 - begin, 0, end - begin))
-                       : visible_entries(a, m, begin, end, list);
+  // Causal rows see the contiguous entries [lo, last]; masked rows list theirs.
+  const int64_t lo = std::max(begin, first);
+  const int n = causal ? static_cast<int>(std::clamp<int64_t>(last + 1 - lo, 0, end - lo))
+                       : visible_entries(a, m, first, begin, end, list);
   // partials layout: [M, n_heads, n_chunks, hd + 2] (acc..., max, sum)
   auto partial = [&](int g) {
     return partials + ((m * a.n_heads + first_head + g) * n_chunks + ch) * (hd + 2);
@@ -137,7 +142,7 @@ __global__ void __launch_bounds__(kThreads)
       for (int u = 0; u < kUnroll; ++u) {
         const int i = base + u * step + warp * per_warp + sub;
         if (i < n && has_dims) {
-          load8(keys + (causal ? begin + i : list[i]) * entry_stride + d0, k8[u]);
+          load8(keys + (causal ? lo + i : list[i]) * entry_stride + d0, k8[u]);
         } else {
 #pragma unroll
           for (int e = 0; e < 8; ++e) k8[u][e] = 0.0f;
@@ -201,7 +206,7 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll 8
       for (int i = es; i < n; i += n_es) {
         float v8[8];
-        load8(values + (causal ? begin + i : list[i]) * entry_stride + dg * 8, v8);
+        load8(values + (causal ? lo + i : list[i]) * entry_stride + dg * 8, v8);
 #pragma unroll
         for (int h = 0; h < kHeadsPerPass; ++h) {
           if (g0 + h >= heads) break;

@@ -323,6 +323,28 @@ void CudaBackend::silu_mul(const Tensor& gate, const Tensor& up, Tensor& out) {
                  out.ptr<float>(), out.stride, gate.rows, gate.cols, stream_);
 }
 
+void CudaBackend::gelu_tanh_mul(const Tensor& gate, const Tensor& up, Tensor& out) {
+  check_device("gelu_tanh_mul", index_, {&gate, &up, &out});
+  op_checks::gelu_tanh_mul(gate, up, out);
+  if (gate.numel() == 0) return;
+  cuda::gelu_tanh_mul(gate.ptr<const float>(), gate.stride, up.ptr<const float>(), up.stride,
+                      out.ptr<float>(), out.stride, gate.rows, gate.cols, stream_);
+}
+
+void CudaBackend::scale(Tensor& x, float s) {
+  check_device("scale", index_, {&x});
+  op_checks::scale(x);
+  if (x.numel() == 0) return;
+  cuda::scale(x.ptr<float>(), x.stride, x.rows, x.cols, s, stream_);
+}
+
+void CudaBackend::add(const Tensor& x, Tensor& y) {
+  check_device("add", index_, {&x, &y});
+  op_checks::add(x, y);
+  if (x.numel() == 0) return;
+  cuda::add(x.ptr<const float>(), x.stride, y.ptr<float>(), y.stride, x.rows, x.cols, stream_);
+}
+
 void CudaBackend::store_kv(const Tensor& k, const Tensor& v, const KvLayerView& cache,
                            const AttentionRows& rows) {
   check_device("store_kv", index_, {&k, &v, &rows.slots, &rows.cache_index});
@@ -378,10 +400,7 @@ void CudaBackend::rope_store_kv(Tensor& q, Tensor& k, const Tensor& v, int n_hea
 void CudaBackend::attention(const Tensor& q, int n_heads, const KvLayerView& cache,
                             const AttentionRows& rows, float scale, Tensor& out) {
   check_device("attention", index_, {&q, &out, &rows.slots});
-  SPECD_CHECK(rows.window == 0,
-              "attention: sliding-window attention (window {}, Gemma 3) is not implemented on the "
-              "CUDA backend yet; run the model with --device cpu",
-              rows.window);
+  if (rows.window > 0) check_device("attention", index_, {&rows.positions});
   op_checks::attention(q, n_heads, cache, rows, out, /*read_indices=*/false);
   if (q.rows == 0) return;
   const bool masked = rows.mask_start.data != nullptr;
@@ -395,6 +414,8 @@ void CudaBackend::attention(const Tensor& q, int n_heads, const KvLayerView& cac
   a.m = q.rows;
   a.scale = scale;
   a.slots = rows.slots.ptr<const int32_t>();
+  a.window = rows.window;
+  a.positions = rows.window > 0 ? rows.positions.ptr<const int32_t>() : nullptr;
   a.cache_index = masked ? nullptr : rows.cache_index.ptr<const int32_t>();
   a.mask_start = masked ? rows.mask_start.ptr<const int32_t>() : nullptr;
   a.mask = masked && rows.mask.cols > 0 ? rows.mask.ptr<const int32_t>() : nullptr;

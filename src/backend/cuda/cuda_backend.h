@@ -45,6 +45,9 @@ class CudaBackend final : public Backend {
   void rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& y) override;
   void rope(Tensor& x, int n_heads, const Tensor& positions, const RopeTable& table) override;
   void silu_mul(const Tensor& gate, const Tensor& up, Tensor& out) override;
+  void gelu_tanh_mul(const Tensor& gate, const Tensor& up, Tensor& out) override;
+  void scale(Tensor& x, float s) override;
+  void add(const Tensor& x, Tensor& y) override;
   void store_kv(const Tensor& k, const Tensor& v, const KvLayerView& cache,
                 const AttentionRows& rows) override;
   void argmax_rows(const Tensor& logits, Tensor& ids) override;

@@ -109,6 +109,41 @@ __global__ void silu_mul_kernel(const float* gate, int64_t gate_stride, const fl
   }
 }
 
+// PyTorch's order: 0.5 * g * (1 + tanh(sqrt(2/pi) * (g + 0.044715 * g³))), times up.
+__global__ void gelu_tanh_mul_kernel(const float* gate, int64_t gate_stride, const float* up,
+                                     int64_t up_stride, float* out, int64_t out_stride,
+                                     int64_t rows, int64_t cols) {
+  wait_for_inputs();
+  allow_next_kernel();
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < rows * cols;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t r = i / cols, c = i % cols;
+    const float g = gate[r * gate_stride + c];
+    const float inner = 0.7978845608028654f * (g + 0.044715f * (g * g * g));
+    out[r * out_stride + c] = 0.5f * g * (1.0f + tanhf(inner)) * up[r * up_stride + c];
+  }
+}
+
+__global__ void scale_kernel(float* x, int64_t stride, int64_t rows, int64_t cols, float s) {
+  wait_for_inputs();
+  allow_next_kernel();
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < rows * cols;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    x[(i / cols) * stride + i % cols] *= s;
+  }
+}
+
+__global__ void add_kernel(const float* x, int64_t x_stride, float* y, int64_t y_stride,
+                           int64_t rows, int64_t cols) {
+  wait_for_inputs();
+  allow_next_kernel();
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < rows * cols;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t r = i / cols, c = i % cols;
+    y[r * y_stride + c] += x[r * x_stride + c];
+  }
+}
+
 __global__ void store_kv_kernel(const float* k, int64_t k_stride, const float* v, int64_t v_stride,
                                 int64_t m, CacheArgs cache, const int32_t* slots,
                                 const int32_t* cache_index) {
@@ -202,6 +237,27 @@ void silu_mul(const float* gate, int64_t gate_stride, const float* up, int64_t u
   check(cudaLaunchKernelEx(&launch.config, silu_mul_kernel, gate, gate_stride, up, up_stride, out,
                            out_stride, rows, cols),
         "silu_mul_kernel");
+}
+
+void gelu_tanh_mul(const float* gate, int64_t gate_stride, const float* up, int64_t up_stride,
+                   float* out, int64_t out_stride, int64_t rows, int64_t cols,
+                   cudaStream_t stream) {
+  Launch launch(dim3(blocks_for(rows * cols, 256)), dim3(256), 0, stream);
+  check(cudaLaunchKernelEx(&launch.config, gelu_tanh_mul_kernel, gate, gate_stride, up, up_stride,
+                           out, out_stride, rows, cols),
+        "gelu_tanh_mul_kernel");
+}
+
+void scale(float* x, int64_t stride, int64_t rows, int64_t cols, float s, cudaStream_t stream) {
+  Launch launch(dim3(blocks_for(rows * cols, 256)), dim3(256), 0, stream);
+  check(cudaLaunchKernelEx(&launch.config, scale_kernel, x, stride, rows, cols, s), "scale_kernel");
+}
+
+void add(const float* x, int64_t x_stride, float* y, int64_t y_stride, int64_t rows, int64_t cols,
+         cudaStream_t stream) {
+  Launch launch(dim3(blocks_for(rows * cols, 256)), dim3(256), 0, stream);
+  check(cudaLaunchKernelEx(&launch.config, add_kernel, x, x_stride, y, y_stride, rows, cols),
+        "add_kernel");
 }
 
 void store_kv(const float* k, int64_t k_stride, const float* v, int64_t v_stride, int64_t m,

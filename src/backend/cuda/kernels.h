@@ -75,6 +75,11 @@ void rope(float* x, int64_t stride, int64_t rows, int n_heads, int half, const i
           cudaStream_t stream);
 void silu_mul(const float* gate, int64_t gate_stride, const float* up, int64_t up_stride,
               float* out, int64_t out_stride, int64_t rows, int64_t cols, cudaStream_t stream);
+void gelu_tanh_mul(const float* gate, int64_t gate_stride, const float* up, int64_t up_stride,
+                   float* out, int64_t out_stride, int64_t rows, int64_t cols, cudaStream_t stream);
+void scale(float* x, int64_t stride, int64_t rows, int64_t cols, float s, cudaStream_t stream);
+void add(const float* x, int64_t x_stride, float* y, int64_t y_stride, int64_t rows, int64_t cols,
+         cudaStream_t stream);
 
 struct CacheArgs {
   void* k = nullptr;
@@ -125,6 +130,8 @@ struct AttentionArgs {
   const int32_t* mask_start = nullptr;   // masked rows
   const int32_t* mask = nullptr;         // [M, mask_cols]
   int64_t mask_cols = 0, mask_stride = 0;
+  int64_t window = 0;                  // > 0: entries j <= positions[m] - window are hidden
+  const int32_t* positions = nullptr;  // with a window
 };
 // Entries per attention split: depends on the cache capacity only (so rows stay invariant).
 int64_t attention_chunk(int64_t capacity);
