@@ -3,7 +3,8 @@
 # `specd serve` on 127.0.0.1, once without speculation and once with n-gram + draft model
 # (--parallel 16); the greedy texts of both must be equal. Then checks SIGTERM draining: a
 # stream in flight finishes with [DONE] and the server exits 0. Exits 77 (skipped) without node
-# or the client (tests/server/fetch_openai_client.sh fetches it).
+# or the client (tests/server/fetch_openai_client.sh fetches it). Each client run is bounded at
+# 480 s (a sanitizer build on a loaded 2-core machine needs about 250 s).
 #
 #   bash tests/server/openai_client_test.sh path/to/specd
 set -euo pipefail
@@ -42,7 +43,7 @@ start_server() {
 
 run_client() {  # run_client NAME: the client test against $port; greedy texts to $work/NAME.json
   SPECD_URL="http://127.0.0.1:$port/v1" SPECD_KEY=sk-local-test SPECD_MODEL=pycoder-target \
-    OPENAI_MODULES="$modules" timeout 240 node "$root/tests/server/openai_client_test.cjs" \
+    OPENAI_MODULES="$modules" timeout 480 node "$root/tests/server/openai_client_test.cjs" \
     > "$work/$1.json" || { echo "client test failed against server $1:"; tail -n 20 "$work/$1.log"; exit 1; }
 }
 
@@ -66,7 +67,15 @@ node -e '
     .catch((e) => { require("fs").writeFileSync(out, "FAILED " + e); });
 ' "http://127.0.0.1:$port/v1/completions" "$body" "$curl_out" &
 client=$!
-sleep 0.3
+# SIGTERM once the request is being decoded (polls /metrics for up to 30 s).
+node -e '
+  const url = process.argv[1], end = Date.now() + 30000;
+  const poll = () => fetch(url, {headers: {"Authorization": "Bearer sk-local-test"}})
+    .then((r) => r.text()).then((t) => /^specd_active_sequences [1-9]/m.test(t))
+    .catch(() => false)
+    .then((busy) => busy || Date.now() > end ? 0 : new Promise((ok) => setTimeout(ok, 50)).then(poll));
+  poll();
+' "http://127.0.0.1:$port/metrics"
 kill -TERM "$pid"
 wait "$client"
 status=0
