@@ -70,6 +70,25 @@ class CudaOps : public testing::Test {
     return out;
   }
 
+  // Attention of row r of `rows` (causal, device indices) computed as a one-row batch.
+  HostTensor attend_alone(const Tensor& q, int n_heads, const KvLayerView& view,
+                          const AttentionRows& rows, int64_t r, float scale) {
+    auto one_entry = [r](Tensor t) {
+      t.data = static_cast<int32_t*>(t.data) + r;
+      t.cols = 1;
+      return t;
+    };
+    AttentionRows single = rows;  // keeps the window
+    single.count = 1;
+    single.slots = one_entry(rows.slots);
+    single.cache_index = one_entry(rows.cache_index);
+    single.positions = one_entry(rows.positions);
+    HostTensor one(DType::kF32, 1, q.cols);
+    Tensor done = upload(one);
+    backend_->attention(q.slice_rows(r, 1), n_heads, view, single, scale, done);
+    return download(done, one);
+  }
+
   std::unique_ptr<Backend> backend_;
   std::vector<DeviceBuffer> buffers_;
 };
@@ -324,16 +343,9 @@ TEST_F(CudaOps, AttentionMatchesReferenceAndIsInvariant) {
 
     // Each row alone gives the same bits; so does the equivalent mask.
     for (int64_t r = 0; r < m; ++r) {
-      HostTensor one(DType::kF32, 1, n_heads * head_dim);
-      Tensor done = upload(one);
-      Tensor index_r = rows.cache_index;
-      index_r.data = static_cast<int32_t*>(rows.cache_index.data) + r;
-      index_r.cols = 1;
-      Tensor slot_r = rows.slots;
-      slot_r.cols = 1;
-      AttentionRows single = make_rows(1, slot_r, index_r, index_r);
-      backend_->attention(dq.slice_rows(r, 1), n_heads, dev_view, single, 0.125f, done);
-      EXPECT_TRUE(same_bits(download(done, one).t(), 0, got.t(), r)) << "row " << r;
+      EXPECT_TRUE(
+          same_bits(attend_alone(dq, n_heads, dev_view, rows, r, 0.125f).t(), 0, got.t(), r))
+          << "row " << r;
     }
     // The same visibility as a mask: entries before mask_start plus a 6-wide window.
     HostTensor starts(DType::kI32, 1, m), mask(DType::kI32, m, 6);
@@ -390,17 +402,8 @@ TEST_F(CudaOps, SlidingWindowAttentionMatchesReferenceAndIsInvariant) {
   HostTensor got = download(dout, out);
   EXPECT_LE(max_rel_error(got.t(), want.t()), 1e-5);
   for (int64_t r = 0; r < m; ++r) {  // each row alone: the same bits
-    HostTensor one(DType::kF32, 1, n_heads * head_dim);
-    Tensor done = upload(one);
-    Tensor index_r = rows.cache_index;
-    index_r.data = static_cast<int32_t*>(rows.cache_index.data) + r;
-    index_r.cols = 1;
-    Tensor slot_r = rows.slots;
-    slot_r.cols = 1;
-    AttentionRows single = make_rows(1, slot_r, index_r, index_r);
-    single.window = window;
-    backend_->attention(dq.slice_rows(r, 1), n_heads, dev_view, single, 0.2f, done);
-    EXPECT_TRUE(same_bits(download(done, one).t(), 0, got.t(), r)) << "row " << r;
+    EXPECT_TRUE(same_bits(attend_alone(dq, n_heads, dev_view, rows, r, 0.2f).t(), 0, got.t(), r))
+        << "row " << r;
   }
 }
 
