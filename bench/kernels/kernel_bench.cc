@@ -1,7 +1,8 @@
 // Times the CPU backend's matmul and attention against the machine's streaming-read bandwidth.
 //
 // Usage: specd_kernel_bench [threads] [section...]; sections: bw, matmul (bf16 weights),
-// matmul-all (f32, f16, bf16), gemm, attention (default: all but matmul-all). Weights are cycled
+// matmul-all (f32, f16, bf16), quant (block-quantised weights), gemm, attention (default: all
+// but matmul-all). Weights are cycled
 // through copies larger than the last-level cache, so every matmul reads its weight from DRAM as in
 // a real forward pass.
 #include <cblas.h>
@@ -16,7 +17,6 @@
 #include <vector>
 
 #include "backend/cpu/cpu_backend.h"
-#include "core/memory_bandwidth.h"
 #include "core/memory_bandwidth.h"
 #include "core/thread_pool.h"
 #include "core/timer.h"
@@ -137,6 +137,58 @@ void bench_matmul(CpuBackend& backend, StreamingRead& reader, bool all_dtypes) {
   }
 }
 
+// Block-quantised weights at SmolLM2 / Gemma 3 shapes: random blocks whose f16 scales are set to
+// small finite values. Reports the best call (the machine may be shared) in GB/s of weight bytes
+// and weight elements per nanosecond.
+void bench_matmul_quant(CpuBackend& backend) {
+  struct Format {
+    DType dtype;
+    std::vector<int> half_offsets;  // f16 fields of a block
+  };
+  const Format formats[] = {{DType::kQ8_0, {0}},    {DType::kQ4_0, {0}},    {DType::kQ4_1, {0, 2}},
+                            {DType::kQ5_0, {0}},    {DType::kQ5_1, {0, 2}}, {DType::kQ4_K, {0, 2}},
+                            {DType::kQ5_K, {0, 2}}, {DType::kQ6_K, {208}}};
+  struct Shape {
+    int64_t n, k;
+  };
+  const Shape shapes[] = {{2048, 768}, {768, 2048}, {49152, 512}};
+  for (const Format& f : formats) {
+    for (const Shape& s : shapes) {
+      const size_t w_bytes = dtype_row_bytes(f.dtype, s.k) * static_cast<size_t>(s.n);
+      const size_t copies = std::max<size_t>(1, kColdBytes / 4 / w_bytes);
+      std::vector<DeviceBuffer> weights;
+      std::mt19937 rng(11);
+      for (size_t c = 0; c < copies; ++c) {
+        weights.push_back(backend.alloc(w_bytes));
+        auto* bytes = static_cast<uint8_t*>(weights.back().data());
+        for (size_t i = 0; i < w_bytes; ++i) bytes[i] = static_cast<uint8_t>(rng());
+        const size_t block_bytes = dtype_block_bytes(f.dtype);
+        for (size_t b = 0; b < w_bytes / block_bytes; ++b) {
+          for (int off : f.half_offsets) {
+            const uint16_t half = 0x2000 | (rng() & 0x3ff);  // about 0.008 to 0.016
+            std::memcpy(bytes + b * block_bytes + off, &half, 2);
+          }
+        }
+      }
+      std::vector<float> x(16 * s.k), y(16 * s.n);
+      fill_random(x.data(), DType::kF32, x.size(), 3);
+      for (int64_t m : {1, 4, 8}) {
+        Tensor xt = Tensor::make(x.data(), DType::kF32, m, s.k);
+        Tensor yt = Tensor::make(y.data(), DType::kF32, m, s.n);
+        const int calls = static_cast<int>(std::clamp<size_t>(4 * copies, 40, 400));
+        auto [t, best] = time_calls(calls, [&](int call) {
+          backend.matmul(xt, weights[call % copies].view(f.dtype, s.n, s.k), nullptr, yt, false);
+        });
+        std::printf(
+            "matmul %-4s N=%-6lld K=%-5lld M=%-2lld best %8.1f us %6.2f GB/s %6.2f elem/ns\n",
+            std::string(dtype_name(f.dtype)).c_str(), static_cast<long long>(s.n),
+            static_cast<long long>(s.k), static_cast<long long>(m), best * 1e6,
+            w_bytes / best / 1e9, static_cast<double>(s.n * s.k) / best / 1e9);
+      }
+    }
+  }
+}
+
 void bench_gemm(CpuBackend& backend, int threads) {
   const int64_t m = 128, k = 1024, n = 3072;
   std::vector<float> x(m * k), y(m * n), w32(n * k);
@@ -217,6 +269,7 @@ int main(int argc, char** argv) {
   specd::StreamingRead reader(backend.pool());
   if (want("bw")) specd::streaming_read_gbps(reader, threads);
   if (want("matmul") || all) specd::bench_matmul(backend, reader, all);
+  if (want("quant")) specd::bench_matmul_quant(backend);
   if (want("gemm")) specd::bench_gemm(backend, threads);
   if (want("attention")) specd::bench_attention(backend);
   return 0;

@@ -4,6 +4,7 @@
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdlib>
 #include <cstring>
 
@@ -94,11 +95,10 @@ void CpuBackend::embedding(const Tensor& ids, const Tensor& table, Tensor& out) 
   });
 }
 
-void CpuBackend::matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y,
-                        bool accumulate) {
-  check_host("matmul", {&x, &w, &y});
-  if (bias != nullptr) check_host("matmul", {bias});
-  op_checks::matmul(x, w, bias, y);
+namespace {
+
+cpu::MatmulArgs matmul_args(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y,
+                            bool accumulate) {
   cpu::MatmulArgs a;
   a.x = x.ptr<const float>();
   a.x_stride = x.stride;
@@ -113,17 +113,41 @@ void CpuBackend::matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Te
   a.n = w.rows;
   a.k = w.cols;
   a.accumulate = accumulate;
+  return a;
+}
+
+}  // namespace
+
+bool CpuBackend::small_path(const cpu::MatmulArgs& a) {
+  return a.m < kGemmMinRows || a.k == 0 || !cpu::have_gemm();
+}
+
+void CpuBackend::small_columns(const cpu::MatmulArgs& a, int64_t begin, int64_t end, int thread) {
+  if (is_quantized(a.w_dtype)) {
+    cpu::matmul_quant(a, begin, end, scratch_[thread].xsum.data());
+  } else {
+    cpu::matmul_small(a, begin, end);
+  }
+}
+
+void CpuBackend::grow_small_scratch(const cpu::MatmulArgs& a) {
+  if (!is_quantized(a.w_dtype)) return;
+  const auto size = static_cast<size_t>(cpu::matmul_quant_scratch(a));
+  for (Scratch& s : scratch_) grow(s.xsum, size);
+}
+
+void CpuBackend::matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y,
+                        bool accumulate) {
+  check_host("matmul", {&x, &w, &y});
+  if (bias != nullptr) check_host("matmul", {bias});
+  op_checks::matmul(x, w, bias, y);
+  const cpu::MatmulArgs a = matmul_args(x, w, bias, y, accumulate);
   if (a.m == 0 || a.n == 0) return;
   const int64_t work = a.m * a.n * std::max<int64_t>(a.k, 1);
-  if (a.m < kGemmMinRows || a.k == 0 || !cpu::have_gemm()) {
-    if (is_quantized(a.w_dtype)) {
-      run(
-          a.n, work, [&](int64_t begin, int64_t end, int) { cpu::matmul_quant(a, begin, end); },
-          kMatmulGrain);
-      return;
-    }
+  if (small_path(a)) {
+    grow_small_scratch(a);
     run(
-        a.n, work, [&](int64_t begin, int64_t end, int) { cpu::matmul_small(a, begin, end); },
+        a.n, work, [&](int64_t begin, int64_t end, int t) { small_columns(a, begin, end, t); },
         kMatmulGrain);
     return;
   }
@@ -137,6 +161,37 @@ void CpuBackend::matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Te
         cpu::matmul_gemm(a, begin, end, scratch_[t].gemm.data());
       },
       16);
+}
+
+// Small-M products of one x run as one loop over their concatenated columns: one pool wake-up
+// instead of one per part, and the parts balance across threads. Each column is computed exactly
+// as by matmul().
+void CpuBackend::matmul_group(const Tensor& x, std::span<const MatmulPart> parts) {
+  constexpr size_t kMaxParts = 4;
+  if (parts.size() > kMaxParts || x.rows == 0) return Backend::matmul_group(x, parts);
+  std::array<cpu::MatmulArgs, kMaxParts> args;
+  std::array<int64_t, kMaxParts + 1> first{};  // first concatenated column of each part
+  int64_t work = 0;
+  for (size_t p = 0; p < parts.size(); ++p) {
+    const MatmulPart& part = parts[p];
+    check_host("matmul", {&x, part.w, part.y});
+    if (part.bias != nullptr) check_host("matmul", {part.bias});
+    op_checks::matmul(x, *part.w, part.bias, *part.y);
+    args[p] = matmul_args(x, *part.w, part.bias, *part.y, false);
+    if (!small_path(args[p])) return Backend::matmul_group(x, parts);
+    grow_small_scratch(args[p]);
+    first[p + 1] = first[p] + args[p].n;
+    work += args[p].m * args[p].n * std::max<int64_t>(args[p].k, 1);
+  }
+  run(
+      first[parts.size()], work,
+      [&](int64_t begin, int64_t end, int t) {
+        for (size_t p = 0; p < parts.size(); ++p) {
+          const int64_t lo = std::max(begin, first[p]), hi = std::min(end, first[p + 1]);
+          if (lo < hi) small_columns(args[p], lo - first[p], hi - first[p], t);
+        }
+      },
+      kMatmulGrain);
 }
 
 void CpuBackend::rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& y) {

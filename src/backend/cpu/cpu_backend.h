@@ -11,6 +11,10 @@
 
 namespace specd {
 
+namespace cpu {
+struct MatmulArgs;
+}  // namespace cpu
+
 class CpuBackend final : public Backend {
  public:
   // `threads` workers including the calling thread (at least 1), from the process-wide pool.
@@ -33,6 +37,7 @@ class CpuBackend final : public Backend {
   void embedding(const Tensor& ids, const Tensor& table, Tensor& out) override;
   void matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y,
               bool accumulate) override;
+  void matmul_group(const Tensor& x, std::span<const MatmulPart> parts) override;
   void rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& y) override;
   void rope(Tensor& x, int n_heads, const Tensor& positions, const RopeTable& table) override;
   void silu_mul(const Tensor& gate, const Tensor& up, Tensor& out) override;
@@ -46,10 +51,17 @@ class CpuBackend final : public Backend {
                  float scale, Tensor& out) override;
 
  private:
+  // The batch-invariant small-M kernels (rather than the prefill GEMM) take this product.
+  static bool small_path(const cpu::MatmulArgs& a);
+  // Columns [begin, end) of a small-M product on pool thread `thread`.
+  void small_columns(const cpu::MatmulArgs& a, int64_t begin, int64_t end, int thread);
+  void grow_small_scratch(const cpu::MatmulArgs& a);
+
   // Per-thread buffers, grown (never shrunk) on the calling thread before a parallel loop, so
   // steady-state calls allocate nothing.
   struct Scratch {
     std::vector<float> gemm;       // [gemm_block_rows(K), K] widened weight rows
+    std::vector<float> xsum;       // [M, K / 32] group sums of x for quantised weights
     std::vector<float> scores;     // [kMaxHeadsPerItem, capacity + 128] attention weights
     std::vector<int32_t> entries;  // [capacity] visible cache entries
   };

@@ -27,8 +27,10 @@ struct MatmulArgs {
 void matmul_small(const MatmulArgs& args, int64_t n_begin, int64_t n_end);
 
 // The same contract for block-quantised weights (w_stride in elements, a whole number of
-// blocks; k a whole number of blocks).
-void matmul_quant(const MatmulArgs& args, int64_t n_begin, int64_t n_end);
+// blocks; k a whole number of blocks). xsum: the calling thread's scratch of
+// matmul_quant_scratch(args) floats (sums of x over 32-element groups).
+void matmul_quant(const MatmulArgs& args, int64_t n_begin, int64_t n_end, float* xsum);
+int64_t matmul_quant_scratch(const MatmulArgs& args);
 
 // Sets OpenBLAS to one thread (once per process): the pool parallelises over column blocks.
 // True if the build has the OpenBLAS prefill path.

@@ -1,12 +1,17 @@
 // Batch-invariant small-M matmul on block-quantised weights (q8_0, q4_0, q4_1, q5_0, q5_1,
-// q4_k, q5_k, q6_k): each weight row is unpacked chunk by chunk into bytes plus per-group
-// scale and offset (L1) once for a group of rows of x, widened to f32 vectors with one FMA
-// each and multiplied into f32 accumulators.
+// q4_k, q5_k, q6_k): one format-specialised pass over each weight row for a group of rows of x.
+//
+// Every format is a sequence of groups (16 or 32 elements) of small integers q with
+// w = d_g * q + m_g. A block is decoded to int8 with byte vectors (q8_0 is read in place), and
+//   x · w = sum_g d_g * (sum_{i in g} q_i x_i) + sum_g m_g * (sum_{i in g} x_i),
+// with the group sums of x computed once per call. The symmetric formats (q8_0, q4_0, q5_0,
+// q6_k) fold their centre into q and have no m_g term.
 //
 // Every (row m, column n) result is computed by the same operations whatever M, the row group
-// or the thread's column range: two vector accumulators of f32 lanes, alternating over
-// k = 0, L, 2L, ... (L = lanes of the target; chunks are whole 32-element blocks, so there is no
-// scalar tail), then their sum, the fixed SumOfLanes reduction, + bias, then y + result.
+// or the thread's column range: per group, q widened to f32 and one FMA per vector of x in
+// element order into a fresh vector, which is scaled by d_g into the row's vector accumulator;
+// then the fixed SumOfLanes reduction, + the m_g terms (a scalar FMA chain in group order),
+// + bias, then y + result.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "backend/cpu/quant_matmul.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
@@ -14,6 +19,7 @@
 #include "hwy/cache_control.h"
 #include "hwy/highway.h"
 //
+#include <cmath>
 #include <cstring>
 
 #include "backend/cpu/kernels.h"
@@ -24,24 +30,17 @@ namespace specd::cpu {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-// Elements unpacked at a time (one q*_k block, eight 32-element blocks).
-constexpr int64_t kChunk = 256;
-// Elements sharing one scale and offset after unpacking (q6_k has 16-element sub-blocks).
-constexpr int64_t kGroup = 16;
 // Software prefetch distance in the weight bytes.
 constexpr size_t kPrefetchBytes = 1024;
-// Rows of x per pass over a weight row (2 accumulators each stay in registers).
+// Rows of x per pass over a weight row (one accumulator each stays in a register).
 constexpr int kRowsPerPass = 4;
+// Elements per m_g group (every format with offsets has 32-element groups).
+constexpr int64_t kOffsetGroup = 32;
 
-// A chunk of weights unpacked to bytes u with y = u * scale[g] + offset[g] for element
-// g * kGroup + i. Each format's (scale, offset) makes this one FMA of exactly representable
-// terms where ggml's formula is a single rounding (q8_0, q4_0, q5_0, q6_k: bit-identical to
-// the reference) and at most one ulp away where it rounds twice (q4_1, q5_1, q4_k, q5_k).
-struct Unpacked {
-  HWY_ALIGN uint8_t u[kChunk];
-  float scale[kChunk / kGroup];
-  float offset[kChunk / kGroup];
-};
+// f32 vectors of at most 16 lanes (a 16-element group is at least one whole vector).
+using DF = hn::CappedTag<float, 16>;
+// Byte vectors of up to 16 lanes for the decoding (whole 128-bit vectors on x86).
+using D8 = hn::CappedTag<uint8_t, 16>;
 
 // f16 at p (unaligned) -> f32, with the target's conversion instruction where it has one.
 HWY_INLINE float Half(const uint8_t* p) {
@@ -50,219 +49,299 @@ HWY_INLINE float Half(const uint8_t* p) {
   return hn::GetLane(hn::PromoteTo(d1, hn::LoadU(dh, reinterpret_cast<const hwy::float16_t*>(p))));
 }
 
-HWY_INLINE void SetGroups(Unpacked& o, int64_t first_elem, int64_t elems, float scale, float offset) {
-  for (int64_t g = first_elem / kGroup; g < (first_elem + elems) / kGroup; ++g) {
-    o.scale[g] = scale;
-    o.offset[g] = offset;
-  }
-}
+// A decoded block: q (int8, element order) and per group the scale d and offset m.
+template <int kElems, int kGroupElems>
+struct Decoded {
+  static constexpr int kGroup = kGroupElems;
+  static constexpr int kGroups = kElems / kGroupElems;
+  HWY_ALIGN int8_t buf[kElems];
+  const int8_t* q = buf;  // buf, or the weight bytes themselves (q8_0)
+  float d[kGroups];
+  float m[kGroups];
+};
 
-// Byte vectors of up to 16 lanes for the unpacking (whole 128-bit vectors on x86).
-using D8 = hn::CappedTag<uint8_t, 16>;
-
-// u[j] = q[j] & 0xF, u[j + 16] = q[j] >> 4 (| hi5[j] / hi5[j + 16]) for j < 16.
-HWY_INLINE void Nibbles(const uint8_t* HWY_RESTRICT q, uint8_t* HWY_RESTRICT u) {
+// u[j] = (b[j] & 0xF) - c, u[j + 16] = (b[j] >> 4) - c for j < 16 (wrapping bytes).
+HWY_INLINE void Nibbles(const uint8_t* HWY_RESTRICT b, uint8_t c, uint8_t* HWY_RESTRICT u) {
   const D8 d8;
   for (size_t j = 0; j < 16; j += hn::Lanes(d8)) {
-    const auto v = hn::LoadU(d8, q + j);
-    hn::StoreU(hn::And(v, hn::Set(d8, 0x0F)), d8, u + j);
-    hn::StoreU(hn::ShiftRight<4>(v), d8, u + j + 16);
+    const auto v = hn::LoadU(d8, b + j);
+    hn::Store(hn::Sub(hn::And(v, hn::Set(d8, 0x0F)), hn::Set(d8, c)), d8, u + j);
+    hn::Store(hn::Sub(hn::ShiftRight<4>(v), hn::Set(d8, c)), d8, u + j + 16);
   }
 }
 
-// Byte j of kBitBytes[b] is 16 if bit j of b is set: the 5th bit of q5 values, 8 at a time.
-struct BitBytes {
-  uint64_t table[256];
-  constexpr BitBytes() : table() {
-    for (int b = 0; b < 256; ++b) {
-      uint64_t v = 0;
-      for (int j = 0; j < 8; ++j) v |= static_cast<uint64_t>(((b >> j) & 1) << 4) << (8 * j);
-      table[b] = v;
+// As Nibbles, plus 16 for element e where bit e of the little-endian 32-bit word at qh is set
+// (the fifth bit of q5_0 / q5_1).
+HWY_INLINE void Nibbles5(const uint8_t* HWY_RESTRICT b, const uint8_t* HWY_RESTRICT qh, uint8_t c,
+                         uint8_t* HWY_RESTRICT u) {
+  const D8 d8;
+  const hn::Repartition<uint32_t, D8> d32;
+  // Lane e tests bit e % 8 of qh byte e / 8 (bytes spread by a table lookup).
+  HWY_ALIGN static constexpr uint8_t kByte[32] = {0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
+                                                  2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3};
+  HWY_ALIGN static constexpr uint8_t kBit[32] = {1,  2,   4,  8,  16,  32, 64, 128, 1,  2,  4,
+                                                 8,  16,  32, 64, 128, 1,  2,  4,   8,  16, 32,
+                                                 64, 128, 1,  2,  4,   8,  16, 32,  64, 128};
+  uint32_t word;
+  std::memcpy(&word, qh, 4);
+  const auto bytes = hn::BitCast(d8, hn::Set(d32, word));
+  const auto sixteen = hn::Set(d8, 16), centre = hn::Set(d8, c);
+  auto fifth = [&](size_t e) HWY_ATTR {
+    const auto h = hn::TableLookupBytes(bytes, hn::LoadU(d8, kByte + e));
+    return hn::IfThenElseZero(hn::TestBit(h, hn::LoadU(d8, kBit + e)), sixteen);
+  };
+  for (size_t j = 0; j < 16; j += hn::Lanes(d8)) {
+    const auto v = hn::LoadU(d8, b + j);
+    hn::Store(hn::Sub(hn::Or(hn::And(v, hn::Set(d8, 0x0F)), fifth(j)), centre), d8, u + j);
+    hn::Store(hn::Sub(hn::Or(hn::ShiftRight<4>(v), fifth(j + 16)), centre), d8, u + j + 16);
+  }
+}
+
+// One struct per format: kBlockElems, kBlockBytes, kOffsets and Decode(block, out).
+struct Q8_0 {
+  static constexpr int kBlockElems = 32, kBlockBytes = 34;
+  static constexpr bool kOffsets = false;
+  using Block = Decoded<32, 32>;
+  static HWY_INLINE void Decode(const uint8_t* b, Block& o) {
+    o.d[0] = Half(b);
+    o.q = reinterpret_cast<const int8_t*>(b + 2);
+  }
+};
+
+struct Q4_0 {
+  static constexpr int kBlockElems = 32, kBlockBytes = 18;
+  static constexpr bool kOffsets = false;
+  using Block = Decoded<32, 32>;
+  static HWY_INLINE void Decode(const uint8_t* b, Block& o) {
+    o.d[0] = Half(b);
+    Nibbles(b + 2, 8, reinterpret_cast<uint8_t*>(o.buf));
+  }
+};
+
+struct Q4_1 {
+  static constexpr int kBlockElems = 32, kBlockBytes = 20;
+  static constexpr bool kOffsets = true;
+  using Block = Decoded<32, 32>;
+  static HWY_INLINE void Decode(const uint8_t* b, Block& o) {
+    o.d[0] = Half(b);
+    o.m[0] = Half(b + 2);
+    Nibbles(b + 4, 0, reinterpret_cast<uint8_t*>(o.buf));
+  }
+};
+
+struct Q5_0 {
+  static constexpr int kBlockElems = 32, kBlockBytes = 22;
+  static constexpr bool kOffsets = false;
+  using Block = Decoded<32, 32>;
+  static HWY_INLINE void Decode(const uint8_t* b, Block& o) {
+    o.d[0] = Half(b);
+    Nibbles5(b + 6, b + 2, 16, reinterpret_cast<uint8_t*>(o.buf));
+  }
+};
+
+struct Q5_1 {
+  static constexpr int kBlockElems = 32, kBlockBytes = 24;
+  static constexpr bool kOffsets = true;
+  using Block = Decoded<32, 32>;
+  static HWY_INLINE void Decode(const uint8_t* b, Block& o) {
+    o.d[0] = Half(b);
+    o.m[0] = Half(b + 2);
+    Nibbles5(b + 8, b + 4, 0, reinterpret_cast<uint8_t*>(o.buf));
+  }
+};
+
+// q4_k (kFive = false) and q5_k: eight 32-element groups with 6-bit scales and mins.
+template <bool kFive>
+struct QK45 {
+  static constexpr int kBlockElems = 256, kBlockBytes = kFive ? 176 : 144;
+  static constexpr bool kOffsets = true;
+  using Block = Decoded<256, 32>;
+  static HWY_INLINE void Decode(const uint8_t* b, Block& o) {
+    const D8 d8;
+    const float d = Half(b), dmin = Half(b + 2);
+    const uint8_t* scales = b + 4;
+    const uint8_t* qh = b + 16;
+    const uint8_t* q = b + (kFive ? 48 : 16);
+    uint8_t* u = reinterpret_cast<uint8_t*>(o.buf);
+    for (int j = 0; j < 8; ++j) {
+      uint8_t sc, mn;
+      k_quant_scale_min(j, scales, &sc, &mn);
+      o.d[j] = d * sc;
+      o.m[j] = -(dmin * mn);
+    }
+    for (int j = 0; j < 8; j += 2, q += 32) {
+      for (size_t l = 0; l < 32; l += hn::Lanes(d8)) {
+        const auto v = hn::LoadU(d8, q + l);
+        auto lo = hn::And(v, hn::Set(d8, 0x0F)), hi = hn::ShiftRight<4>(v);
+        if constexpr (kFive) {
+          const auto h = hn::LoadU(d8, qh + l);
+          const auto sixteen = hn::Set(d8, 16);
+          lo = hn::Or(lo,
+                      hn::IfThenElseZero(hn::TestBit(h, hn::Set(d8, uint8_t(1u << j))), sixteen));
+          hi = hn::Or(hi,
+                      hn::IfThenElseZero(hn::TestBit(h, hn::Set(d8, uint8_t(2u << j))), sixteen));
+        }
+        hn::Store(lo, d8, u + 32 * j + l);
+        hn::Store(hi, d8, u + 32 * j + 32 + l);
+      }
     }
   }
 };
-constexpr BitBytes kBitBytes;
 
-HWY_INLINE void AddFifthBits(uint32_t qh, uint8_t* HWY_RESTRICT u) {
-  for (int g = 0; g < 4; ++g) {
-    uint64_t bits = kBitBytes.table[(qh >> (8 * g)) & 0xFF], cur;
-    std::memcpy(&cur, u + 8 * g, 8);
-    cur |= bits;
-    std::memcpy(u + 8 * g, &cur, 8);
-  }
-}
-
-// Unpacks `len` elements (whole blocks) starting at block pointer b.
-void Unpack(DType type, const uint8_t* HWY_RESTRICT b, int64_t len, Unpacked& o) {
-  const D8 d8;
-  uint8_t* HWY_RESTRICT u = o.u;
-  switch (type) {
-    case DType::kQ8_0:
-      for (int64_t e = 0; e < len; e += 32, b += 34) {
-        const float d = Half(b);
-        for (size_t j = 0; j < 32; j += hn::Lanes(d8)) {
-          hn::StoreU(hn::Xor(hn::LoadU(d8, b + 2 + j), hn::Set(d8, 0x80)), d8, u + e + j);
-        }
-        SetGroups(o, e, 32, d, -128.0f * d);
+// q6_k: sixteen 16-element groups with int8 scales, values 0..63 centred on 32.
+struct Q6_K {
+  static constexpr int kBlockElems = 256, kBlockBytes = 210;
+  static constexpr bool kOffsets = false;
+  using Block = Decoded<256, 16>;
+  static HWY_INLINE void Decode(const uint8_t* b, Block& o) {
+    const D8 d8;
+    const uint8_t* ql = b;
+    const uint8_t* qh = b + 128;
+    const int8_t* sc = reinterpret_cast<const int8_t*>(b + 192);
+    const float d = Half(b + 208);
+    for (int g = 0; g < 16; ++g) o.d[g] = d * sc[g];
+    uint8_t* u = reinterpret_cast<uint8_t*>(o.buf);
+    const auto low4 = hn::Set(d8, 0x0F), three = hn::Set(d8, 3), centre = hn::Set(d8, 32);
+    for (int n = 0; n < 256; n += 128, ql += 64, qh += 32) {
+      for (size_t l = 0; l < 32; l += hn::Lanes(d8)) {
+        const auto a = hn::LoadU(d8, ql + l), c = hn::LoadU(d8, ql + l + 32);
+        const auto h = hn::LoadU(d8, qh + l);
+        const auto h0 = hn::ShiftLeft<4>(hn::And(h, three));
+        const auto h2 = hn::ShiftLeft<4>(hn::And(hn::ShiftRight<2>(h), three));
+        const auto h4 = hn::ShiftLeft<4>(hn::And(hn::ShiftRight<4>(h), three));
+        const auto h6 = hn::ShiftLeft<4>(hn::ShiftRight<6>(h));
+        hn::Store(hn::Sub(hn::Or(hn::And(a, low4), h0), centre), d8, u + n + l);
+        hn::Store(hn::Sub(hn::Or(hn::And(c, low4), h2), centre), d8, u + n + l + 32);
+        hn::Store(hn::Sub(hn::Or(hn::ShiftRight<4>(a), h4), centre), d8, u + n + l + 64);
+        hn::Store(hn::Sub(hn::Or(hn::ShiftRight<4>(c), h6), centre), d8, u + n + l + 96);
       }
-      return;
-    case DType::kQ4_0:
-      for (int64_t e = 0; e < len; e += 32, b += 18) {
-        const float d = Half(b);
-        Nibbles(b + 2, u + e);
-        SetGroups(o, e, 32, d, -8.0f * d);
-      }
-      return;
-    case DType::kQ4_1:
-      for (int64_t e = 0; e < len; e += 32, b += 20) {
-        Nibbles(b + 4, u + e);
-        SetGroups(o, e, 32, Half(b), Half(b + 2));
-      }
-      return;
-    case DType::kQ5_0:
-      for (int64_t e = 0; e < len; e += 32, b += 22) {
-        const float d = Half(b);
-        uint32_t qh;
-        std::memcpy(&qh, b + 2, 4);
-        Nibbles(b + 6, u + e);
-        AddFifthBits(qh, u + e);
-        SetGroups(o, e, 32, d, -16.0f * d);
-      }
-      return;
-    case DType::kQ5_1:
-      for (int64_t e = 0; e < len; e += 32, b += 24) {
-        uint32_t qh;
-        std::memcpy(&qh, b + 4, 4);
-        Nibbles(b + 8, u + e);
-        AddFifthBits(qh, u + e);
-        SetGroups(o, e, 32, Half(b), Half(b + 2));
-      }
-      return;
-    case DType::kQ4_K:
-    case DType::kQ5_K: {
-      const bool five = type == DType::kQ5_K;
-      const float d = Half(b), dmin = Half(b + 2);
-      const uint8_t* scales = b + 4;
-      const uint8_t* qh = b + 16;
-      const uint8_t* q = b + (five ? 48 : 16);
-      for (int j = 0; j < 8; j += 2) {
-        uint8_t sc, mn;
-        k_quant_scale_min(j, scales, &sc, &mn);
-        SetGroups(o, 32 * j, 32, d * sc, -(dmin * mn));
-        k_quant_scale_min(j + 1, scales, &sc, &mn);
-        SetGroups(o, 32 * j + 32, 32, d * sc, -(dmin * mn));
-        for (size_t l = 0; l < 32; l += hn::Lanes(d8)) {
-          auto v = hn::LoadU(d8, q + l);
-          auto lo = hn::And(v, hn::Set(d8, 0x0F)), hi = hn::ShiftRight<4>(v);
-          if (five) {
-            const auto h = hn::LoadU(d8, qh + l);
-            const auto sixteen = hn::Set(d8, 16);
-            lo = hn::Or(lo, hn::IfThenElseZero(hn::TestBit(h, hn::Set(d8, uint8_t(1u << j))), sixteen));
-            hi = hn::Or(hi, hn::IfThenElseZero(hn::TestBit(h, hn::Set(d8, uint8_t(2u << j))), sixteen));
-          }
-          hn::StoreU(lo, d8, u + 32 * j + l);
-          hn::StoreU(hi, d8, u + 32 * j + 32 + l);
-        }
-        q += 32;
-      }
-      return;
     }
-    case DType::kQ6_K: {
-      const uint8_t* ql = b;
-      const uint8_t* qh = b + 128;
-      const int8_t* sc = reinterpret_cast<const int8_t*>(b + 192);
-      const float d = Half(b + 208);
-      const auto low4 = hn::Set(d8, 0x0F), three = hn::Set(d8, 3);
-      for (int n = 0; n < 256; n += 128) {
-        for (size_t l = 0; l < 32; l += hn::Lanes(d8)) {
-          const auto a = hn::LoadU(d8, ql + l), c = hn::LoadU(d8, ql + l + 32);
-          const auto h = hn::LoadU(d8, qh + l);
-          const auto h0 = hn::ShiftLeft<4>(hn::And(h, three));
-          const auto h2 = hn::ShiftLeft<4>(hn::And(hn::ShiftRight<2>(h), three));
-          const auto h4 = hn::ShiftLeft<4>(hn::And(hn::ShiftRight<4>(h), three));
-          const auto h6 = hn::ShiftLeft<4>(hn::ShiftRight<6>(h));
-          hn::StoreU(hn::Or(hn::And(a, low4), h0), d8, u + n + l);
-          hn::StoreU(hn::Or(hn::And(c, low4), h2), d8, u + n + l + 32);
-          hn::StoreU(hn::Or(hn::ShiftRight<4>(a), h4), d8, u + n + l + 64);
-          hn::StoreU(hn::Or(hn::ShiftRight<4>(c), h6), d8, u + n + l + 96);
-        }
-        for (int g = 0; g < 8; ++g) {
-          const float a = d * sc[g];
-          SetGroups(o, n + 16 * g, 16, a, -32.0f * a);
-        }
-        ql += 64;
-        qh += 32;
-        sc += 8;
-      }
-      return;
-    }
-    default:
-      return;
   }
-}
+};
 
-template <int MR>
-HWY_INLINE void Column(const MatmulArgs& a, int64_t m0, int64_t n, size_t row_bytes) {
-  const hn::ScalableTag<float> d;
-  const hn::Rebind<int32_t, decltype(d)> di;
-  const hn::Rebind<uint8_t, decltype(d)> du8;
-  using V = hn::Vec<decltype(d)>;
+// xsum[i * groups + g] = sum of x[i][32 g .. 32 g + 31] for rows i < m (one vector sum per
+// group, then SumOfLanes).
+void GroupSums(const MatmulArgs& a, float* xsum) {
+  const DF d;
   const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
-  const int64_t block = dtype_block_elems(a.w_dtype);
-  const size_t block_bytes = dtype_block_bytes(a.w_dtype);
-  const uint8_t* w = static_cast<const uint8_t*>(a.w) + static_cast<size_t>(n) * row_bytes;
-  Unpacked unpacked;
-  V acc0[MR], acc1[MR];
-  for (int i = 0; i < MR; ++i) acc0[i] = acc1[i] = hn::Zero(d);
-  // The weight vector at element k of the chunk.
-  auto weights = [&](int64_t k) HWY_ATTR {
-    const V q = hn::ConvertTo(d, hn::PromoteTo(di, hn::LoadU(du8, unpacked.u + k)));
-    return hn::MulAdd(q, hn::Set(d, unpacked.scale[k / kGroup]),
-                      hn::Set(d, unpacked.offset[k / kGroup]));
-  };
-  for (int64_t k0 = 0; k0 < a.k; k0 += kChunk) {
-    const int64_t len = HWY_MIN(kChunk, a.k - k0);
-    const uint8_t* chunk = w + static_cast<size_t>(k0 / block) * block_bytes;
-    // Software prefetch kPrefetchBytes ahead (into the next rows at the end of this one): the
-    // hardware prefetcher alone leaves DRAM idle. Prefetches do not change the arithmetic.
-    const size_t chunk_bytes = static_cast<size_t>(len / block) * block_bytes;
-    for (size_t off = 0; off < chunk_bytes; off += 64) hwy::Prefetch(chunk + kPrefetchBytes + off);
-    Unpack(a.w_dtype, chunk, len, unpacked);
-    const float* x[MR];
-    for (int i = 0; i < MR; ++i) x[i] = a.x + (m0 + i) * a.x_stride + k0;
-    int64_t k = 0;
-    for (; k + 2 * lanes <= len; k += 2 * lanes) {
-      const V w0 = weights(k), w1 = weights(k + lanes);
-      for (int i = 0; i < MR; ++i) {
-        acc0[i] = hn::MulAdd(w0, hn::LoadU(d, x[i] + k), acc0[i]);
-        acc1[i] = hn::MulAdd(w1, hn::LoadU(d, x[i] + k + lanes), acc1[i]);
+  const int64_t groups = a.k / kOffsetGroup;
+  for (int64_t i = 0; i < a.m; ++i) {
+    const float* x = a.x + i * a.x_stride;
+    for (int64_t g = 0; g < groups; ++g) {
+      auto s = hn::LoadU(d, x + g * kOffsetGroup);
+      for (int64_t j = lanes; j < kOffsetGroup; j += lanes) {
+        s = hn::Add(s, hn::LoadU(d, x + g * kOffsetGroup + j));
       }
+      xsum[i * groups + g] = hn::GetLane(hn::SumOfLanes(d, s));
     }
-    for (; k < len; k += lanes) {
-      const V w0 = weights(k);
-      for (int i = 0; i < MR; ++i) acc0[i] = hn::MulAdd(w0, hn::LoadU(d, x[i] + k), acc0[i]);
+  }
+}
+
+template <class F, int MR>
+HWY_INLINE void Column(const MatmulArgs& a, int64_t m0, int64_t n, size_t row_bytes,
+                       const float* xsum) {
+  const DF d;
+  const hn::Rebind<int32_t, DF> di;
+  const hn::Rebind<int8_t, DF> d8;
+  using V = hn::Vec<DF>;
+  using Block = typename F::Block;
+  constexpr int kGroup = Block::kGroup;
+  const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
+  const int64_t offset_groups = a.k / kOffsetGroup;
+  const uint8_t* w = static_cast<const uint8_t*>(a.w) + static_cast<size_t>(n) * row_bytes;
+  const float* x[MR];
+  for (int i = 0; i < MR; ++i) x[i] = a.x + (m0 + i) * a.x_stride;
+  V acc[MR];
+  float off[MR];
+  for (int i = 0; i < MR; ++i) {
+    acc[i] = hn::Zero(d);
+    off[i] = 0.0f;
+  }
+  Block blk;
+  for (int64_t k0 = 0; k0 < a.k; k0 += F::kBlockElems, w += F::kBlockBytes) {
+    for (int off_bytes = 0; off_bytes < F::kBlockBytes; off_bytes += 64) {
+      hwy::Prefetch(w + kPrefetchBytes + off_bytes);
+    }
+    F::Decode(w, blk);
+    for (int g = 0; g < Block::kGroups; ++g) {
+      const int8_t* q = blk.q + g * kGroup;
+      const int64_t k = k0 + g * kGroup;
+      V sum[MR];
+      const V w0 = hn::ConvertTo(d, hn::PromoteTo(di, hn::LoadU(d8, q)));
+      for (int i = 0; i < MR; ++i) sum[i] = hn::Mul(w0, hn::LoadU(d, x[i] + k));
+      for (int64_t j = lanes; j < kGroup; j += lanes) {
+        const V wj = hn::ConvertTo(d, hn::PromoteTo(di, hn::LoadU(d8, q + j)));
+        for (int i = 0; i < MR; ++i) sum[i] = hn::MulAdd(wj, hn::LoadU(d, x[i] + k + j), sum[i]);
+      }
+      const V scale = hn::Set(d, blk.d[g]);
+      for (int i = 0; i < MR; ++i) acc[i] = hn::MulAdd(sum[i], scale, acc[i]);
+      if constexpr (F::kOffsets) {
+        const int64_t og = k / kOffsetGroup;
+        for (int i = 0; i < MR; ++i) {
+          off[i] = std::fma(blk.m[g], xsum[(m0 + i) * offset_groups + og], off[i]);
+        }
+      }
     }
   }
   const float bias = a.bias != nullptr ? load_as_f32(a.bias, a.bias_dtype, n) : 0.0f;
   for (int i = 0; i < MR; ++i) {
-    float r = hn::GetLane(hn::SumOfLanes(d, hn::Add(acc0[i], acc1[i])));
+    float r = hn::GetLane(hn::SumOfLanes(d, acc[i]));
+    if constexpr (F::kOffsets) r = r + off[i];
     if (a.bias != nullptr) r = r + bias;
     float& out = a.y[(m0 + i) * a.y_stride + n];
     out = a.accumulate ? out + r : r;
   }
 }
 
-void MatmulQuant(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
+template <class F>
+void Columns(const MatmulArgs& a, int64_t n_begin, int64_t n_end, const float* xsum) {
   const size_t row_bytes = dtype_row_bytes(a.w_dtype, a.w_stride);
   for (int64_t n = n_begin; n < n_end; ++n) {
     int64_t m = 0;
-    for (; m + kRowsPerPass <= a.m; m += kRowsPerPass) Column<kRowsPerPass>(a, m, n, row_bytes);
-    switch (a.m - m) {
-      case 3: Column<3>(a, m, n, row_bytes); break;
-      case 2: Column<2>(a, m, n, row_bytes); break;
-      case 1: Column<1>(a, m, n, row_bytes); break;
-      default: break;
+    for (; m + kRowsPerPass <= a.m; m += kRowsPerPass) {
+      Column<F, kRowsPerPass>(a, m, n, row_bytes, xsum);
     }
+    switch (a.m - m) {
+      case 3:
+        Column<F, 3>(a, m, n, row_bytes, xsum);
+        break;
+      case 2:
+        Column<F, 2>(a, m, n, row_bytes, xsum);
+        break;
+      case 1:
+        Column<F, 1>(a, m, n, row_bytes, xsum);
+        break;
+      default:
+        break;
+    }
+  }
+}
+
+void MatmulQuant(const MatmulArgs& a, int64_t n_begin, int64_t n_end, float* xsum) {
+  switch (a.w_dtype) {
+    case DType::kQ8_0:
+      return Columns<Q8_0>(a, n_begin, n_end, xsum);
+    case DType::kQ4_0:
+      return Columns<Q4_0>(a, n_begin, n_end, xsum);
+    case DType::kQ5_0:
+      return Columns<Q5_0>(a, n_begin, n_end, xsum);
+    case DType::kQ6_K:
+      return Columns<Q6_K>(a, n_begin, n_end, xsum);
+    default:
+      break;
+  }
+  GroupSums(a, xsum);
+  switch (a.w_dtype) {
+    case DType::kQ4_1:
+      return Columns<Q4_1>(a, n_begin, n_end, xsum);
+    case DType::kQ5_1:
+      return Columns<Q5_1>(a, n_begin, n_end, xsum);
+    case DType::kQ4_K:
+      return Columns<QK45<false>>(a, n_begin, n_end, xsum);
+    case DType::kQ5_K:
+      return Columns<QK45<true>>(a, n_begin, n_end, xsum);
+    default:
+      return;
   }
 }
 
@@ -275,9 +354,11 @@ namespace specd::cpu {
 
 HWY_EXPORT(MatmulQuant);
 
-void matmul_quant(const MatmulArgs& args, int64_t n_begin, int64_t n_end) {
-  HWY_DYNAMIC_DISPATCH(MatmulQuant)(args, n_begin, n_end);
+void matmul_quant(const MatmulArgs& args, int64_t n_begin, int64_t n_end, float* xsum) {
+  HWY_DYNAMIC_DISPATCH(MatmulQuant)(args, n_begin, n_end, xsum);
 }
+
+int64_t matmul_quant_scratch(const MatmulArgs& args) { return args.m * (args.k / 32); }
 
 }  // namespace specd::cpu
 #endif  // HWY_ONCE
