@@ -24,6 +24,8 @@ void run_info(const InfoOptions& o) {
   TensorStore store = is_gguf_model(o.model_dir) ? open_gguf_store(o.model_dir, c)
                                                  : TensorStore::open_dir(o.model_dir);
   WeightSummary w = summarize_weights(store);
+  // A GGUF store maps one file; a directory store lists its safetensors files.
+  const size_t files = is_gguf_model(o.model_dir) ? 1 : store.files().size();
   const uint64_t kv_per_token = 2ull * c.n_layers * c.kv_dim() * 2;  // K and V, bf16
   nlohmann::ordered_json dtypes = nlohmann::ordered_json::object();
   for (const auto& [name, bytes] : w.bytes_by_dtype) dtypes[name] = bytes;
@@ -45,14 +47,14 @@ void run_info(const InfoOptions& o) {
       {"kv_bytes_per_token_bf16", kv_per_token},
       {"context", o.context},
       {"memory_bytes", w.bytes + kv_per_token * static_cast<uint64_t>(o.context)},
-      {"files", store.files().size()}};
+      {"files", files}};
   if (o.json) {
     std::printf("%s\n", out.dump(2).c_str());
     return;
   }
   std::printf("%s (%s): %.1f M parameters, %.1f MiB of weights in %zu file(s)\n",
               c.arch_name.c_str(), architecture_name(c.arch).c_str(), w.parameters / 1e6,
-              w.bytes / 1048576.0, store.files().size());
+              w.bytes / 1048576.0, files);
   for (const auto& [name, bytes] : w.bytes_by_dtype) {
     std::printf("  %-5s %10.1f MiB\n", name.c_str(), bytes / 1048576.0);
   }
