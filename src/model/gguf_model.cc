@@ -113,6 +113,39 @@ bool split_layer_name(const std::string& name, std::string_view prefix, std::str
 // Gemma 3 as llama.cpp runs it (and transformers loads it): every 6th layer global with RoPE
 // base rope.freq_base, the others sliding-window with base 10000; attention scale
 // 1 / sqrt(head_dim) (llama.cpp: hidden / heads for the 62-layer 27B); norms stored as 1 + w.
+// RoPE scaling from metadata (rope.scaling.type none or linear with rope.scaling.factor) and the
+// per-frequency factors of rope_freqs.weight (f32 [head_dim / 2]), which Llama 3.1 style files
+// carry instead of their llama3 parameters.
+void gguf_rope_scaling(const GgufHeader& h, const std::string& p, const std::string& what,
+                       ModelConfig& c) {
+  if (const GgufValue* v = h.find(p + "rope.scaling.type")) {
+    const std::string type = v->as_string(p + "rope.scaling.type");
+    if (type == "linear") {
+      const std::string key = p + "rope.scaling.factor";
+      c.rope.type = RopeType::kLinear;
+      c.rope.factor = require(h, key, what).as_double(key);
+      SPECD_CHECK(std::isfinite(c.rope.factor) && c.rope.factor > 0, "{}: bad {} {}", what, key,
+                  c.rope.factor);
+    } else {
+      SPECD_CHECK(type == "none",
+                  "{}: rope scaling '{}' from GGUF is not supported (supported: "
+                  "none, linear, and rope_freqs.weight factors)",
+                  what, type);
+    }
+  }
+  const GgufTensorInfo* t = h.find_tensor("rope_freqs.weight");
+  if (t == nullptr) return;
+  const size_t half = static_cast<size_t>(c.head_dim / 2);
+  SPECD_CHECK(t->ggml_type == 0 && t->dims.size() == 1 && t->dims[0] == half &&
+                  t->bytes == half * sizeof(float) && t->data != nullptr,
+              "{}: rope_freqs.weight must be f32 [{}] (head_dim / 2)", what, half);
+  c.rope.freq_factors.resize(half);
+  std::memcpy(c.rope.freq_factors.data(), t->data, t->bytes);
+  for (float f : c.rope.freq_factors) {
+    SPECD_CHECK(std::isfinite(f) && f > 0, "{}: rope_freqs.weight holds {}", what, f);
+  }
+}
+
 void gguf_gemma3_config(const GgufHeader& h, const std::string& what, ModelConfig& c) {
   c.hidden_act = Activation::kGeluTanh;
   c.gemma_norms = true;
@@ -208,14 +241,7 @@ ModelConfig gguf_model_config(const GgufHeader& h, const std::string& what) {
   if (const GgufValue* v = h.find(p + "rope.freq_base"))
     c.rope_theta = v->as_double(p + "rope.freq_base");
   SPECD_CHECK(c.rope_theta > 0, "{}: rope.freq_base must be positive", what);
-  if (const GgufValue* v = h.find(p + "rope.scaling.type")) {
-    const std::string type = v->as_string(p + "rope.scaling.type");
-    SPECD_CHECK(type == "none", "{}: rope scaling '{}' from GGUF is not supported yet", what, type);
-  }
-  SPECD_CHECK(h.find_tensor("rope_freqs.weight") == nullptr,
-              "{}: per-frequency rope factors (rope_freqs.weight, Llama 3.1 style) are not "
-              "supported yet",
-              what);
+  gguf_rope_scaling(h, p, what, c);
   const std::string eps_key = p + "attention.layer_norm_rms_epsilon";
   c.rms_norm_eps = require(h, eps_key, what).as_double(eps_key);
   SPECD_CHECK(c.rms_norm_eps > 0 && c.rms_norm_eps < 1, "{}: bad {}", what, eps_key);

@@ -31,6 +31,9 @@ struct RopeScaling {
   double mscale = 0.0;
   double mscale_all_dim = 0.0;
   bool truncate = true;
+  // Per-frequency divisors of the inverse frequencies, [head_dim / 2], applied after the type's
+  // scaling (GGUF rope_freqs.weight: Llama 3.1 style factors precomputed by the converter).
+  std::vector<float> freq_factors;
 };
 
 struct ModelConfig {

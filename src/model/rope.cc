@@ -1,8 +1,11 @@
-// inv_freq for default, linear, llama3 and yarn RoPE, mirroring transformers' modeling_rope_utils.
+// inv_freq for default, linear, llama3 and yarn RoPE, mirroring transformers' modeling_rope_utils,
+// and GGUF's per-frequency factors.
 #include "model/rope.h"
 
 #include <algorithm>
 #include <cmath>
+
+#include "core/error.h"
 
 namespace specd {
 
@@ -27,8 +30,9 @@ void apply_llama3(const RopeScaling& s, std::vector<float>& inv_freq) {
     float scaled = wavelen > low_wavelen ? freq / static_cast<float>(s.factor) : freq;
     bool medium = !(wavelen < high_wavelen) && !(wavelen > low_wavelen);
     if (medium) {
-      float smooth = (static_cast<float>(old_len) / wavelen - static_cast<float>(s.low_freq_factor)) /
-                     static_cast<float>(s.high_freq_factor - s.low_freq_factor);
+      float smooth =
+          (static_cast<float>(old_len) / wavelen - static_cast<float>(s.low_freq_factor)) /
+          static_cast<float>(s.high_freq_factor - s.low_freq_factor);
       scaled = (1 - smooth) * scaled / static_cast<float>(s.factor) + smooth * scaled;
     }
     f = scaled;
@@ -77,14 +81,22 @@ RopeFrequencies compute_rope_frequencies(const ModelConfig& config) {
   }
   const RopeScaling& s = config.rope;
   switch (s.type) {
-    case RopeType::kDefault: break;
+    case RopeType::kDefault:
+      break;
     case RopeType::kLinear:
       for (float& f : out.inv_freq) f /= static_cast<float>(s.factor);
       break;
-    case RopeType::kLlama3: apply_llama3(s, out.inv_freq); break;
+    case RopeType::kLlama3:
+      apply_llama3(s, out.inv_freq);
+      break;
     case RopeType::kYarn:
       out.attention_factor = apply_yarn(s, dim, config.rope_theta, out.inv_freq);
       break;
+  }
+  if (!s.freq_factors.empty()) {
+    SPECD_CHECK(s.freq_factors.size() == out.inv_freq.size(),
+                "rope: {} frequency factors for head dimension {}", s.freq_factors.size(), dim);
+    for (size_t i = 0; i < out.inv_freq.size(); ++i) out.inv_freq[i] /= s.freq_factors[i];
   }
   return out;
 }
@@ -95,10 +107,10 @@ void fill_rope_tables(const RopeFrequencies& freqs, int max_positions, float* co
   for (int p = 0; p < max_positions; ++p) {
     for (size_t i = 0; i < half; ++i) {
       float angle = freqs.inv_freq[i] * static_cast<float>(p);  // f32 product, as transformers
-      cos_table[p * half + i] = static_cast<float>(std::cos(static_cast<double>(angle))) *
-                                freqs.attention_factor;
-      sin_table[p * half + i] = static_cast<float>(std::sin(static_cast<double>(angle))) *
-                                freqs.attention_factor;
+      cos_table[p * half + i] =
+          static_cast<float>(std::cos(static_cast<double>(angle))) * freqs.attention_factor;
+      sin_table[p * half + i] =
+          static_cast<float>(std::sin(static_cast<double>(angle))) * freqs.attention_factor;
     }
   }
 }

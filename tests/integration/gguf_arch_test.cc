@@ -61,7 +61,28 @@ TEST_P(GgufArch, LogitsMatchTransformers) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Tiny, GgufArch, testing::Values("llama", "qwen2", "qwen3", "gemma3"));
+// llama3: rope_freqs.weight factors; llama_linear: rope.scaling.type linear (goldens from
+// transformers with the same scaling in the model config).
+INSTANTIATE_TEST_SUITE_P(Tiny, GgufArch,
+                         testing::Values("llama", "qwen2", "qwen3", "gemma3", "llama3",
+                                         "llama_linear"));
+
+TEST(GgufRope, ScalingFromMetadataAndFactors) {
+  const std::string dir = std::string(SPECD_SOURCE_DIR) + "/tests/data/gguf/";
+  ModelConfig plain = load_model_config(dir + "tiny_llama.gguf");
+  EXPECT_EQ(plain.rope.type, RopeType::kDefault);
+  EXPECT_TRUE(plain.rope.freq_factors.empty());
+  ModelConfig linear = load_model_config(dir + "tiny_llama_linear.gguf");
+  EXPECT_EQ(linear.rope.type, RopeType::kLinear);
+  EXPECT_EQ(linear.rope.factor, 4.0);
+  ModelConfig llama3 = load_model_config(dir + "tiny_llama3.gguf");
+  ASSERT_EQ(llama3.rope.freq_factors.size(), static_cast<size_t>(llama3.head_dim / 2));
+  // With an original context of 8 the highest frequency (wavelength 2 pi) is in the smoothed
+  // band and the lowest is divided by the full factor (8).
+  EXPECT_GT(llama3.rope.freq_factors.front(), 1.0f);
+  EXPECT_LT(llama3.rope.freq_factors.front(), 8.0f);
+  EXPECT_EQ(llama3.rope.freq_factors.back(), 8.0f);
+}
 
 TEST(GgufGemma3, ConfigFromMetadata) {
   ModelConfig c =

@@ -1,8 +1,17 @@
 #!/usr/bin/env python3
 """Writes tiny random-weight GGUF models (llama with every block format, qwen3 with q/k norms and
-tied embeddings, qwen2 with attention biases, gemma3 with sliding-window layers) with gguf-py,
-and the logits that Hugging Face transformers computes when it loads each file, for specd's GGUF
-architecture tests.
+tied embeddings, qwen2 with attention biases, gemma3 with sliding-window layers, and llama with
+RoPE scaling: llama3 per-frequency factors in rope_freqs.weight, and linear scaling in metadata)
+with gguf-py, and the logits that Hugging Face transformers computes when it loads each file, for
+specd's GGUF architecture tests.
+
+transformers' GGUF loader reads neither rope_freqs.weight nor llama's rope.scaling keys, so for
+the two scaled variants the golden model is a LlamaForCausalLM whose config carries the scaling
+(as the original Hugging Face checkpoint would), with the weights transformers loaded from the
+file. The llama3 factors are computed as llama.cpp's converter does: 1 for wavelengths shorter
+than original_context / high_freq_factor, `factor` for those longer than
+original_context / low_freq_factor, and 1 / ((1 - s) / factor + s) in between, with
+s = (original_context / wavelength - low_freq_factor) / (high_freq_factor - low_freq_factor).
 
     python tools/gguf/make_tiny_models.py tests/data/gguf [ARCH ...]
 
@@ -21,7 +30,7 @@ import torch
 import gguf
 from gguf import GGMLQuantizationType as T
 from gguf.quants import quantize
-from transformers import AutoModelForCausalLM
+from transformers import AutoModelForCausalLM, LlamaForCausalLM
 
 VOCAB, HIDDEN, FFN, LAYERS, HEADS, KV_HEADS, HEAD_DIM = 256, 256, 256, 2, 4, 2, 64
 IDS = [1, 17, 200, 3, 99, 45, 45, 128, 7, 255, 0, 64]
@@ -45,6 +54,32 @@ EMB, POST = 0.15, 4.0
 QWEN2_TYPES = {"token_embd": T.F16, "attn_q": T.Q8_0, "attn_k": T.Q8_0, "attn_v": T.Q8_0,
                "attn_output": T.Q8_0, "ffn_gate": T.Q4_K, "ffn_up": T.Q4_K, "ffn_down": T.Q4_K,
                "output": T.Q6_K}
+
+
+# RoPE scaling of the scaled llama variants. A short original context (8) puts most
+# frequencies in the scaled and smoothed bands, so the 12-token test sees the difference.
+LLAMA3_ROPE = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+               "high_freq_factor": 4.0, "original_max_position_embeddings": 8}
+LINEAR_ROPE = {"rope_type": "linear", "factor": 4.0}
+
+
+def llama3_rope_factors(base, dim, s):
+    """Per-frequency divisors of the inverse frequencies (rope_freqs.weight)."""
+    inv_freq = 1.0 / base ** (np.arange(0, dim, 2, dtype=np.float64) / dim)
+    old = s["original_max_position_embeddings"]
+    low_wavelen, high_wavelen = old / s["low_freq_factor"], old / s["high_freq_factor"]
+    factors = []
+    for freq in inv_freq:
+        wavelen = 2 * np.pi / freq
+        if wavelen < high_wavelen:
+            factors.append(1.0)
+        elif wavelen > low_wavelen:
+            factors.append(s["factor"])
+        else:
+            smooth = (old / wavelen - s["low_freq_factor"]) / (
+                s["high_freq_factor"] - s["low_freq_factor"])
+            factors.append(1.0 / ((1 - smooth) / s["factor"] + smooth))
+    return np.array(factors, dtype=np.float32)
 
 
 def permute(w, n_head):
@@ -80,7 +115,7 @@ def add(writer, name, w, qtype, rng=None):
         writer.add_tensor(name, quantize(w, qtype), raw_dtype=qtype)
 
 
-def write_model(path, arch, types, rng):
+def write_model(path, arch, types, rng, rope=None):
     # transformers reads no key_length for qwen3 and takes Qwen3's default head_dim of 128.
     global HEADS, KV_HEADS, HEAD_DIM
     HEADS, KV_HEADS, HEAD_DIM = {"qwen3": (2, 1, 128), "gemma3": (2, 1, 256)}.get(arch, (4, 2, 64))
@@ -100,6 +135,9 @@ def write_model(path, arch, types, rng):
     writer.add_rope_freq_base(10000.0 if arch == "llama" else 1000000.0)
     writer.add_layer_norm_rms_eps(1e-6)
     writer.add_rope_dimension_count(HEAD_DIM)
+    if rope is LINEAR_ROPE:
+        writer.add_rope_scaling_type(gguf.RopeScalingType.LINEAR)
+        writer.add_rope_scaling_factor(rope["factor"])
     writer.add_vocab_size(VOCAB)
     writer.add_file_type(1)
     def w(*shape, scale=0.08):
@@ -134,6 +172,8 @@ def write_model(path, arch, types, rng):
         add(writer, p + "ffn_up.weight", w(FFN, HIDDEN), types["ffn_up"], rng)
         add(writer, p + "ffn_down.weight", w(HIDDEN, FFN), types["ffn_down"], rng)
     add(writer, "output_norm.weight", 1 + w(HIDDEN, scale=0.1), None)
+    if rope is LLAMA3_ROPE:
+        add(writer, "rope_freqs.weight", llama3_rope_factors(10000.0, HEAD_DIM, rope), None)
     if "output" in types:
         add(writer, "output.weight", w(VOCAB, HIDDEN), types["output"], rng)
     writer.write_header_to_file()
@@ -158,18 +198,27 @@ def main():
     out = Path(sys.argv[1] if len(sys.argv) > 1 else "tests/data/gguf")
     only = set(sys.argv[2:])
     out.mkdir(parents=True, exist_ok=True)
-    for seed, (arch, types) in enumerate([("llama", LLAMA_TYPES), ("qwen3", QWEN3_TYPES),
-                                          ("qwen2", QWEN2_TYPES), ("gemma3", GEMMA3_TYPES)]):
-        if only and arch not in only:
+    variants = [("llama", "llama", LLAMA_TYPES, None), ("qwen3", "qwen3", QWEN3_TYPES, None),
+                ("qwen2", "qwen2", QWEN2_TYPES, None), ("gemma3", "gemma3", GEMMA3_TYPES, None),
+                ("llama3", "llama", LLAMA_TYPES, LLAMA3_ROPE),
+                ("llama_linear", "llama", LLAMA_TYPES, LINEAR_ROPE)]
+    for seed, (name, arch, types, rope) in enumerate(variants):
+        if only and name not in only:
             continue
-        path = out / f"tiny_{arch}.gguf"
-        write_model(path, arch, types, np.random.default_rng(1000 + seed))
+        path = out / f"tiny_{name}.gguf"
+        write_model(path, arch, types, np.random.default_rng(1000 + seed), rope)
         model, info = AutoModelForCausalLM.from_pretrained(
             str(out), gguf_file=path.name, torch_dtype=torch.float32, output_loading_info=True)
-        assert not any(info.values()), f"{arch}: transformers reported {info}"
+        assert not any(info.values()), f"{name}: transformers reported {info}"
+        if rope is not None:
+            config = model.config
+            config.rope_parameters = dict(rope, rope_theta=config.rope_parameters["rope_theta"])
+            scaled = LlamaForCausalLM(config).eval()
+            scaled.load_state_dict(model.state_dict())
+            model = scaled
         with torch.no_grad():
             logits = model(torch.tensor([IDS])).logits[0].float().numpy()
-        np.save(out / f"tiny_{arch}_logits.npy", logits.astype(np.float32))
+        np.save(out / f"tiny_{name}_logits.npy", logits.astype(np.float32))
         if arch == "gemma3":
             assert model.config.layer_types[5] == "full_attention"
             assert model.config.sliding_window == GEMMA3_WINDOW
@@ -178,7 +227,7 @@ def main():
                 {"prompt": IDS[:GREEDY_PROMPT], "tokens": tokens,
                  "min_top2_margin": margin}) + "\n")
             print("greedy", tokens, "min top-2 margin", margin)
-        print(arch, path.stat().st_size, "bytes; logits", logits.shape, float(abs(logits).max()))
+        print(name, path.stat().st_size, "bytes; logits", logits.shape, float(abs(logits).max()))
 
 
 if __name__ == "__main__":
