@@ -65,6 +65,8 @@ BatchEngine::BatchEngine(Transformer& model, KvCache& kv, const BatchEngineOptio
     slots_.push_back(std::move(seq));
   }
   logits_.resize(static_cast<size_t>(logit_rows) * vocab_);
+  argmax_buffer_ = model.backend().alloc(static_cast<size_t>(logit_rows) * sizeof(int32_t));
+  argmax_.resize(logit_rows);
   rows_.resize(logit_rows);
   positions_.resize(std::max(logit_rows, model.limits().max_rows));
   row_slots_.resize(std::max(logit_rows, model.limits().max_rows));
@@ -283,10 +285,21 @@ void BatchEngine::decode_round(std::vector<Sequence*>& batch) {
     double t0 = now_seconds();
     ForwardBatch forward{used, rows_.data(), positions_.data(), row_slots_.data()};
     Tensor logits = model_.forward(forward, kv_);
-    model_.backend().copy_to_host(logits_.data(), logits.data, logits.bytes());
+    Backend& backend = model_.backend();
+    const bool host_logits = std::any_of(group.begin(), group.end(),
+                                         [](const Sequence* seq) { return needs_logits(*seq); });
+    if (host_logits) {
+      backend.copy_to_host(logits_.data(), logits.data, logits.bytes());
+    } else {
+      Tensor ids = argmax_buffer_.view(DType::kI32, 1, logits.rows);
+      backend.argmax_rows(logits, ids);
+      backend.copy_to_host(argmax_.data(), ids.data, ids.bytes());
+    }
     double seconds = now_seconds() - t0;
     for (Sequence* seq : group) {
-      verify_rows(*seq, logits_.data() + static_cast<size_t>(seq->row_offset) * vocab_, seconds);
+      const size_t row = static_cast<size_t>(seq->row_offset);
+      verify_rows(*seq, host_logits ? logits_.data() + row * vocab_ : nullptr,
+                  host_logits ? nullptr : argmax_.data() + row, seconds);
     }
     group.clear();
     used = 0;
@@ -332,12 +345,23 @@ void BatchEngine::decode_round(std::vector<Sequence*>& batch) {
   run_group();
 }
 
-void BatchEngine::verify_rows(Sequence& seq, const float* logits, double verify_seconds) {
+bool BatchEngine::needs_logits(const Sequence& seq) {
+  const BatchRequest& r = *seq.request;
+  return !r.generate.sampling.greedy() || r.generate.sampling.has_penalties() ||
+         r.top_logprobs >= 0;
+}
+
+void BatchEngine::verify_rows(Sequence& seq, const float* logits, const int32_t* targets,
+                              double verify_seconds) {
   const GenerateRequest& g = seq.request->generate;
   const int n = static_cast<int>(seq.context.size());
   double t0 = now_seconds();
-  verifier_.verify(logits, seq.proposal, g.sampling, n, seq.prompt_history, seq.output_history,
-                   seq.verdict);
+  if (targets != nullptr) {
+    Verifier::verify_tokens(targets, seq.proposal, seq.output_history, seq.verdict);
+  } else {
+    verifier_.verify(logits, seq.proposal, g.sampling, n, seq.prompt_history, seq.output_history,
+                     seq.verdict);
+  }
   GenerationStats& stats = seq.result.stats;
   const int drafted = static_cast<int>(seq.proposal.tokens.size());
   const int accepted = seq.verdict.accepted;
@@ -356,7 +380,7 @@ void BatchEngine::verify_rows(Sequence& seq, const float* logits, double verify_
     seq.policy->record(drafted, accepted, seq.proposal.seconds, drafted + 1, verify_seconds);
   }
   for (size_t i = 0; i < seq.verdict.emitted.size(); ++i) {
-    if (!emit(seq, seq.verdict.emitted[i], logits + i * vocab_)) {
+    if (!emit(seq, seq.verdict.emitted[i], logits != nullptr ? logits + i * vocab_ : nullptr)) {
       finish(seq, seq.result.finish_reason);
       return;
     }

@@ -89,7 +89,14 @@ class BatchEngine {
   void admit();
   void prefill_chunk(Sequence& seq);
   void decode_round(std::vector<Sequence*>& batch);
-  void verify_rows(Sequence& seq, const float* logits, double verify_seconds);
+  // Verifies a sequence's rows from their host logits, or (targets != nullptr) from the
+  // device's argmax of each row.
+  void verify_rows(Sequence& seq, const float* logits, const int32_t* targets,
+                   double verify_seconds);
+  // True if the request needs its rows' logits on the host (sampling, penalties, logprobs);
+  // otherwise the argmax of each row, computed on the device, is enough.
+  static bool needs_logits(const Sequence& seq);
+  // logits_row: the row that chose `token`, read only for logprobs (else may be nullptr).
   bool emit(Sequence& seq, int32_t token, const float* logits_row);
   void finish(Sequence& seq, const std::string& reason);
 
@@ -99,7 +106,9 @@ class BatchEngine {
   int vocab_;
   Verifier verifier_;
   std::vector<std::unique_ptr<Sequence>> slots_;
-  std::vector<float> logits_;  // [max logit rows, vocab] host copy
+  std::vector<float> logits_;    // [max logit rows, vocab] host copy
+  DeviceBuffer argmax_buffer_;   // [max logit rows] i32 on the model's device
+  std::vector<int32_t> argmax_;  // [max logit rows] host copy
   std::vector<int32_t> rows_, positions_, row_slots_;
   std::vector<std::pair<float, int32_t>> ranked_;  // logprob scratch
   TokenLogprob logprob_;
