@@ -39,8 +39,8 @@ constexpr int64_t kOffsetGroup = 32;
 
 // f32 vectors of at most 16 lanes (a 16-element group is at least one whole vector).
 using DF = hn::CappedTag<float, 16>;
-// Byte vectors of up to 16 lanes for the decoding (whole 128-bit vectors on x86).
-using D8 = hn::CappedTag<uint8_t, 16>;
+// Byte vectors of up to 32 lanes for the decoding (one 32-element block per 256-bit vector).
+using D8 = hn::CappedTag<uint8_t, 32>;
 
 // f16 at p (unaligned) -> f32, with the target's conversion instruction where it has one.
 HWY_INLINE float Half(const uint8_t* p) {
@@ -60,40 +60,42 @@ struct Decoded {
   float m[kGroups];
 };
 
-// u[j] = (b[j] & 0xF) - c, u[j + 16] = (b[j] >> 4) - c for j < 16 (wrapping bytes).
-HWY_INLINE void Nibbles(const uint8_t* HWY_RESTRICT b, uint8_t c, uint8_t* HWY_RESTRICT u) {
-  const D8 d8;
-  for (size_t j = 0; j < 16; j += hn::Lanes(d8)) {
-    const auto v = hn::LoadU(d8, b + j);
-    hn::Store(hn::Sub(hn::And(v, hn::Set(d8, 0x0F)), hn::Set(d8, c)), d8, u + j);
-    hn::Store(hn::Sub(hn::ShiftRight<4>(v), hn::Set(d8, c)), d8, u + j + 16);
-  }
-}
-
-// As Nibbles, plus 16 for element e where bit e of the little-endian 32-bit word at qh is set
-// (the fifth bit of q5_0 / q5_1).
-HWY_INLINE void Nibbles5(const uint8_t* HWY_RESTRICT b, const uint8_t* HWY_RESTRICT qh, uint8_t c,
-                         uint8_t* HWY_RESTRICT u) {
+// The 32 elements of a nibble block from its 16 bytes b: element e is the low nibble of byte e
+// for e < 16 and the high nibble of byte e - 16 otherwise, plus 16 where bit e of the
+// little-endian 32-bit word at qh is set (kFive: the fifth bit of q5_0 / q5_1), minus c
+// (wrapping bytes), stored to u[0..32).
+template <bool kFive>
+HWY_INLINE void Nibbles(const uint8_t* HWY_RESTRICT b, const uint8_t* HWY_RESTRICT qh, uint8_t c,
+                        uint8_t* HWY_RESTRICT u) {
   const D8 d8;
   const hn::Repartition<uint32_t, D8> d32;
-  // Lane e tests bit e % 8 of qh byte e / 8 (bytes spread by a table lookup).
+  // Lane e: whether it takes the high nibble; which qh byte and bit hold its fifth bit.
+  HWY_ALIGN static constexpr uint8_t kHigh[32] = {0,    0,    0,    0,    0,    0,    0,    0,
+                                                  0,    0,    0,    0,    0,    0,    0,    0,
+                                                  0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF,
+                                                  0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF};
   HWY_ALIGN static constexpr uint8_t kByte[32] = {0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
                                                   2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3};
   HWY_ALIGN static constexpr uint8_t kBit[32] = {1,  2,   4,  8,  16,  32, 64, 128, 1,  2,  4,
                                                  8,  16,  32, 64, 128, 1,  2,  4,   8,  16, 32,
                                                  64, 128, 1,  2,  4,   8,  16, 32,  64, 128};
-  uint32_t word;
-  std::memcpy(&word, qh, 4);
-  const auto bytes = hn::BitCast(d8, hn::Set(d32, word));
-  const auto sixteen = hn::Set(d8, 16), centre = hn::Set(d8, c);
-  auto fifth = [&](size_t e) HWY_ATTR {
-    const auto h = hn::TableLookupBytes(bytes, hn::LoadU(d8, kByte + e));
-    return hn::IfThenElseZero(hn::TestBit(h, hn::LoadU(d8, kBit + e)), sixteen);
-  };
-  for (size_t j = 0; j < 16; j += hn::Lanes(d8)) {
-    const auto v = hn::LoadU(d8, b + j);
-    hn::Store(hn::Sub(hn::Or(hn::And(v, hn::Set(d8, 0x0F)), fifth(j)), centre), d8, u + j);
-    hn::Store(hn::Sub(hn::Or(hn::ShiftRight<4>(v), fifth(j + 16)), centre), d8, u + j + 16);
+  // The 16 bytes in every 128-bit block (a 256-bit vector covers all 32 elements at once).
+  const auto v = hn::LoadDup128(d8, b);
+  const auto low = hn::And(v, hn::Set(d8, 0x0F)), high = hn::ShiftRight<4>(v);
+  const auto centre = hn::Set(d8, c);
+  [[maybe_unused]] hn::Vec<D8> bytes;
+  if constexpr (kFive) {
+    uint32_t word;
+    std::memcpy(&word, qh, 4);
+    bytes = hn::BitCast(d8, hn::Set(d32, word));
+  }
+  for (size_t e = 0; e < 32; e += hn::Lanes(d8)) {
+    auto q = hn::IfThenElse(hn::MaskFromVec(hn::Load(d8, kHigh + e)), high, low);
+    if constexpr (kFive) {
+      const auto h = hn::TableLookupBytes(bytes, hn::Load(d8, kByte + e));
+      q = hn::Or(q, hn::IfThenElseZero(hn::TestBit(h, hn::Load(d8, kBit + e)), hn::Set(d8, 16)));
+    }
+    hn::Store(hn::Sub(q, centre), d8, u + e);
   }
 }
 
@@ -114,7 +116,7 @@ struct Q4_0 {
   using Block = Decoded<32, 32>;
   static HWY_INLINE void Decode(const uint8_t* b, Block& o) {
     o.d[0] = Half(b);
-    Nibbles(b + 2, 8, reinterpret_cast<uint8_t*>(o.buf));
+    Nibbles<false>(b + 2, nullptr, 8, reinterpret_cast<uint8_t*>(o.buf));
   }
 };
 
@@ -125,7 +127,7 @@ struct Q4_1 {
   static HWY_INLINE void Decode(const uint8_t* b, Block& o) {
     o.d[0] = Half(b);
     o.m[0] = Half(b + 2);
-    Nibbles(b + 4, 0, reinterpret_cast<uint8_t*>(o.buf));
+    Nibbles<false>(b + 4, nullptr, 0, reinterpret_cast<uint8_t*>(o.buf));
   }
 };
 
@@ -135,7 +137,7 @@ struct Q5_0 {
   using Block = Decoded<32, 32>;
   static HWY_INLINE void Decode(const uint8_t* b, Block& o) {
     o.d[0] = Half(b);
-    Nibbles5(b + 6, b + 2, 16, reinterpret_cast<uint8_t*>(o.buf));
+    Nibbles<true>(b + 6, b + 2, 16, reinterpret_cast<uint8_t*>(o.buf));
   }
 };
 
@@ -146,7 +148,7 @@ struct Q5_1 {
   static HWY_INLINE void Decode(const uint8_t* b, Block& o) {
     o.d[0] = Half(b);
     o.m[0] = Half(b + 2);
-    Nibbles5(b + 8, b + 4, 0, reinterpret_cast<uint8_t*>(o.buf));
+    Nibbles<true>(b + 8, b + 4, 0, reinterpret_cast<uint8_t*>(o.buf));
   }
 };
 
