@@ -4,12 +4,14 @@
 llama.cpp is not part of specd: this script needs the `llama_cpp` Python module (llama-cpp-python)
 already installed in the Python that runs it. Both engines get the same random prompt of
 --prompt-len token ids and generate --gen-len tokens greedily, with the same thread count; each
-runs --repeats times and the best run counts. llama.cpp's times come from its own counters
-(llama_perf_context), specd's from `specd bench --json`. Prints one JSON object.
+runs --repeats times, taking turns with the other, and the best run counts. llama.cpp's times
+come from its own counters (llama_perf_context), specd's from `specd bench --json`. Prints one
+JSON object.
 
     python bench/llama_cpp_compare.py --specd build/src/cli/specd --model FILE.gguf --threads 2
 """
 import argparse
+import datetime
 import json
 import platform
 import random
@@ -18,43 +20,62 @@ import sys
 import tempfile
 
 
-def run_llama_cpp(args, prompt):
+def load_llama_cpp(args):
     import llama_cpp
 
-    llm = llama_cpp.Llama(model_path=args.model, n_threads=args.threads,
-                          n_threads_batch=args.threads, n_ctx=args.prompt_len + args.gen_len + 8,
-                          n_batch=args.prompt_len, verbose=False)
-    best = {}
-    for _ in range(args.repeats):
-        llm.reset()
-        llama_cpp.llama_perf_context_reset(llm.ctx)
-        out = llm.generate(prompt, temp=0.0, top_k=1, reset=True)
-        for _ in range(args.gen_len):
-            next(out)
-        perf = llama_cpp.llama_perf_context(llm.ctx)
-        prefill = perf.n_p_eval / (perf.t_p_eval_ms / 1000.0)
-        decode = perf.n_eval / (perf.t_eval_ms / 1000.0)
-        best["prefill_tok_s"] = max(best.get("prefill_tok_s", 0.0), prefill)
-        best["decode_tok_s"] = max(best.get("decode_tok_s", 0.0), decode)
+    return llama_cpp.Llama(model_path=args.model, n_threads=args.threads,
+                           n_threads_batch=args.threads,
+                           n_ctx=args.prompt_len + args.gen_len + 8, n_batch=args.prompt_len,
+                           verbose=False)
+
+
+def run_llama_cpp(llm, args, prompt, best):
+    import llama_cpp
+
+    llm.reset()
+    llama_cpp.llama_perf_context_reset(llm.ctx)
+    out = llm.generate(prompt, temp=0.0, top_k=1, reset=True)
+    for _ in range(args.gen_len):
+        next(out)
+    perf = llama_cpp.llama_perf_context(llm.ctx)
+    prefill = perf.n_p_eval / (perf.t_p_eval_ms / 1000.0)
+    decode = perf.n_eval / (perf.t_eval_ms / 1000.0)
+    best["prefill_tok_s"] = max(best.get("prefill_tok_s", 0.0), prefill)
+    best["decode_tok_s"] = max(best.get("decode_tok_s", 0.0), decode)
     best["version"] = llama_cpp.__version__
-    return best
 
 
-def run_specd(args, prompt):
-    best = {}
+def run_specd(args, prompt, best):
     with tempfile.NamedTemporaryFile("w", suffix=".jsonl") as prompts:
         prompts.write(json.dumps({"prompt_ids": prompt}) + "\n")
         prompts.flush()
-        for _ in range(args.repeats):
-            out = subprocess.run(
-                [args.specd, "bench", "-m", args.model, "--threads", str(args.threads),
-                 "--prompts", prompts.name, "--gen-len", str(args.gen_len), "--modes", "none",
-                 "--json"], check=True, capture_output=True, text=True).stdout
-            report = json.loads(out)
-            plain = report["modes"][0]
-            best["prefill_tok_s"] = max(best.get("prefill_tok_s", 0.0), report["prefill_tok_s"])
-            best["decode_tok_s"] = max(best.get("decode_tok_s", 0.0), plain["decode_tok_s"])
-    return best
+        out = subprocess.run(
+            [args.specd, "bench", "-m", args.model, "--threads", str(args.threads),
+             "--prompts", prompts.name, "--gen-len", str(args.gen_len), "--modes", "none",
+             "--json"], check=True, capture_output=True, text=True).stdout
+    report = json.loads(out)
+    plain = report["modes"][0]
+    best["prefill_tok_s"] = max(best.get("prefill_tok_s", 0.0), report["prefill_tok_s"])
+    best["decode_tok_s"] = max(best.get("decode_tok_s", 0.0), plain["decode_tok_s"])
+
+
+def cpu_name():
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def commit():
+    try:
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                              text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
 
 
 def main():
@@ -71,12 +92,17 @@ def main():
     args = parser.parse_args()
     rng = random.Random(1)
     prompt = [rng.randrange(100, args.vocab) for _ in range(args.prompt_len)]
-    specd = run_specd(args, prompt)
-    llama = run_llama_cpp(args, prompt)
+    # The engines take turns, so both see the same minutes of a machine that may be shared.
+    llm = load_llama_cpp(args)
+    specd, llama = {}, {}
+    for _ in range(args.repeats):
+        run_specd(args, prompt, specd)
+        run_llama_cpp(llm, args, prompt, llama)
     result = {
-        "model": args.model.rsplit("/", 1)[-1], "threads": args.threads, "cpu": platform.processor()
-        or platform.machine(), "prompt_len": args.prompt_len, "gen_len": args.gen_len,
-        "specd": specd, "llama_cpp": llama,
+        "model": args.model.rsplit("/", 1)[-1], "threads": args.threads, "cpu": cpu_name(),
+        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "commit": commit(), "prompt_len": args.prompt_len, "gen_len": args.gen_len,
+        "repeats": args.repeats, "specd": specd, "llama_cpp": llama,
         "decode_ratio": specd["decode_tok_s"] / llama["decode_tok_s"],
         "prefill_ratio": specd["prefill_tok_s"] / llama["prefill_tok_s"],
     }
