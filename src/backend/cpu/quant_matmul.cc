@@ -32,8 +32,8 @@ namespace hn = hwy::HWY_NAMESPACE;
 
 // Software prefetch distance in the weight bytes.
 constexpr size_t kPrefetchBytes = 1024;
-// Rows of x per pass over a weight row (one accumulator each stays in a register).
-constexpr int kRowsPerPass = 4;
+// Rows of x per pass over a weight row: an accumulator and a group sum each, in registers.
+constexpr int kRowsPerPass = 5;
 // Elements per m_g group (every format with offsets has 32-element groups).
 constexpr int64_t kOffsetGroup = 32;
 
@@ -304,6 +304,9 @@ void Columns(const MatmulArgs& a, int64_t n_begin, int64_t n_end, const float* x
       Column<F, kRowsPerPass>(a, m, n, row_bytes, xsum);
     }
     switch (a.m - m) {
+      case 4:
+        Column<F, 4>(a, m, n, row_bytes, xsum);
+        break;
       case 3:
         Column<F, 3>(a, m, n, row_bytes, xsum);
         break;
