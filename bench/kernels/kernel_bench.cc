@@ -101,7 +101,7 @@ void bench_matmul(CpuBackend& backend, StreamingRead& reader, bool all_dtypes) {
       }
       std::vector<float> x(16 * s.k), y(16 * s.n);
       fill_random(x.data(), DType::kF32, x.size(), 3);
-      for (int64_t m : {1, 2, 4, 8, 16}) {
+      for (int64_t m : {1, 2, 4, 5, 8, 9, 16}) {
         Tensor xt = Tensor::make(x.data(), DType::kF32, m, s.k);
         Tensor yt = Tensor::make(y.data(), DType::kF32, m, s.n);
         const int calls = static_cast<int>(std::clamp<size_t>(2 * copies, 20, 200));
