@@ -1,6 +1,8 @@
 // Command-line sampling and model options.
 #include "cli/cli_options.h"
 
+#include <map>
+
 namespace specd::cli {
 
 void SamplingOptions::add_to(CLI::App& command) {
@@ -50,6 +52,19 @@ CLI::Validator existing_model_path() {
       "PATH");
 }
 
+void add_quantize_option(CLI::App& command, const std::string& flag, WeightQuant& quant,
+                         const std::string& what) {
+  const std::map<std::string, WeightQuant> choices = {
+      {"none", WeightQuant::kNone}, {"int8", WeightQuant::kInt8}, {"int4", WeightQuant::kInt4}};
+  command
+      .add_option(flag, quant,
+                  "Quantise " + what +
+                      " weights at load: none, int8 (per output channel) or int4 (group 128, "
+                      "asymmetric); linear layers and the LM head")
+      ->transform(CLI::CheckedTransformer(choices))
+      ->default_str("none");
+}
+
 void add_model_options(CLI::App& command, LoadOptions& options, std::string& kv_dtype) {
   command.add_option("-m,--model", options.model_dir, "Hugging Face model directory or GGUF file")
       ->required()
@@ -66,6 +81,7 @@ void add_model_options(CLI::App& command, LoadOptions& options, std::string& kv_
                      "KV cache entries (0 = just enough for the request)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
+  add_quantize_option(command, "--quantize", options.quantize, "the model's");
 }
 
 }  // namespace specd::cli

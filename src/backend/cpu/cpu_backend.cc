@@ -116,6 +116,12 @@ void CpuBackend::matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Te
   if (a.m == 0 || a.n == 0) return;
   const int64_t work = a.m * a.n * std::max<int64_t>(a.k, 1);
   if (a.m < kGemmMinRows || a.k == 0 || !cpu::have_gemm()) {
+    if (a.w_dtype == DType::kInt8 || a.w_dtype == DType::kInt4) {
+      run(
+          a.n, work, [&](int64_t begin, int64_t end, int) { cpu::matmul_int_quant(a, begin, end); },
+          kMatmulGrain);
+      return;
+    }
     if (is_quantized(a.w_dtype)) {
       run(
           a.n, work, [&](int64_t begin, int64_t end, int) { cpu::matmul_quant(a, begin, end); },

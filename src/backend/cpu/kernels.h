@@ -29,6 +29,8 @@ void matmul_small(const MatmulArgs& args, int64_t n_begin, int64_t n_end);
 // The same contract for block-quantised weights (w_stride in elements, a whole number of
 // blocks; k a whole number of blocks).
 void matmul_quant(const MatmulArgs& args, int64_t n_begin, int64_t n_end);
+// The same contract for specd's load-time formats (kInt8, kInt4; k whole 128-element blocks).
+void matmul_int_quant(const MatmulArgs& args, int64_t n_begin, int64_t n_end);
 
 // Sets OpenBLAS to one thread (once per process): the pool parallelises over column blocks.
 // True if the build has the OpenBLAS prefill path.
