@@ -99,7 +99,9 @@ TEST(QuantizedModel, SpeculativeEqualsPlainWithQuantizedTarget) {
     Generator spec(*target.model, *target.kv, &drafter, DraftLengthOptions{1, 8, 4});
     double tokens = 0, rounds = 0;
     for (const auto& prompt : eval_prompts(6)) {
-      GenerateRequest request{prompt, 96};
+      GenerateRequest request;
+      request.prompt = prompt;
+      request.max_tokens = 96;
       std::vector<int32_t> expected = plain.generate(request).tokens;
       GenerationResult result = spec.generate(request);
       ASSERT_EQ(result.tokens, expected) << weight_quant_name(mode);

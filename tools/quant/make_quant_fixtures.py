@@ -26,6 +26,23 @@ def to_bf16(x):
     return bits.astype(np.uint32).view(np.float32)
 
 
+def int8_ties(cols):
+    """max|w| = 127/128, so d = 2^-7 exactly and w = (i + 0.5) / 128 rounds half to even."""
+    j = np.arange(cols)
+    row = ((j % 21) - 10 + 0.5) / 128.0
+    row[0] = 127.0 / 128.0
+    return row
+
+
+def int4_ties(cols):
+    """Each group spans [0, 15/64], so d = 2^-6 and m = 0 exactly; (i + 0.5) / 64 is a tie."""
+    j = np.arange(cols) % GROUP
+    row = ((j % 15) + 0.5) / 64.0
+    row[j == 0] = 0.0
+    row[j == 1] = 15.0 / 64.0
+    return row
+
+
 def weights():
     rng = np.random.default_rng(20261122)
     cols = 3 * GROUP
@@ -38,6 +55,8 @@ def weights():
         rng.normal(0, 1e-3, cols),                      # small
         rng.normal(0, 3e-6, cols),                      # tiny: f16 scale is subnormal
         np.abs(rng.normal(0.1, 0.05, cols)),            # all positive (min > 0)
+        int8_ties(cols),                                # w / d exactly halfway for int8
+        int4_ties(cols),                                # (w - m) / d exactly halfway for int4
     ]
     return to_bf16(np.stack(rows).astype(np.float32))
 
