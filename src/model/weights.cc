@@ -81,21 +81,27 @@ class Binder {
     const DType dtype = weight_quant_dtype(quant_.mode, info->dtype);
     const size_t src_row = static_cast<size_t>(cols) * dtype_size(info->dtype);
     const size_t dst_row = dtype_row_bytes(dtype, cols);
-    std::vector<uint8_t> host(dst_row * static_cast<size_t>(rows));
+    const size_t bytes = dst_row * static_cast<size_t>(rows);
+    DeviceBuffer buffer = backend_.alloc(bytes);
+    // On the CPU the blocks are written in place; for a GPU through a host staging copy.
+    const bool on_host = backend_.device().kind == DeviceKind::kCpu;
+    std::vector<uint8_t> staging(on_host ? 0 : bytes);
+    auto* dst = on_host ? static_cast<uint8_t*>(buffer.data()) : staging.data();
     ThreadPool::shared(std::max(1, quant_.threads))
         ->parallel_for(
             rows,
             [&](int64_t begin, int64_t end, int) {
               quantize_rows(dtype, info->data + begin * src_row, info->dtype, end - begin, cols,
-                            host.data() + begin * dst_row);
+                            dst + begin * dst_row);
             },
             16);
-    DeviceBuffer buffer = backend_.alloc(host.size());
-    backend_.copy_to_device(buffer.data(), host.data(), host.size());
-    backend_.synchronize();  // `host` is freed on return
+    if (!on_host) {
+      backend_.copy_to_device(buffer.data(), staging.data(), bytes);
+      backend_.synchronize();  // `staging` is freed on return
+    }
     Tensor placed = buffer.view(dtype, rows, cols);
     out_.storage.push_back(std::move(buffer));
-    out_.bytes += host.size();
+    out_.bytes += bytes;
     ++out_.quantized_tensors;
     ++linear_done_;
     if (show_) {
