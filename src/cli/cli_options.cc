@@ -1,8 +1,6 @@
 // Command-line sampling and model options.
 #include "cli/cli_options.h"
 
-#include <map>
-
 namespace specd::cli {
 
 void SamplingOptions::add_to(CLI::App& command) {
@@ -54,14 +52,13 @@ CLI::Validator existing_model_path() {
 
 void add_quantize_option(CLI::App& command, const std::string& flag, WeightQuant& quant,
                          const std::string& what) {
-  const std::map<std::string, WeightQuant> choices = {
-      {"none", WeightQuant::kNone}, {"int8", WeightQuant::kInt8}, {"int4", WeightQuant::kInt4}};
   command
-      .add_option(flag, quant,
-                  "Quantise " + what +
-                      " weights at load: none, int8 (per output channel) or int4 (group 128, "
-                      "asymmetric); linear layers and the LM head")
-      ->transform(CLI::CheckedTransformer(choices))
+      .add_option_function<std::string>(
+          flag, [&quant](const std::string& text) { quant = parse_weight_quant(text); },
+          "Quantise " + what +
+              " weights at load: none, int8 (per output channel) or int4 (group 128, "
+              "asymmetric); linear layers and the LM head")
+      ->check(CLI::IsMember({"none", "int8", "int4"}))
       ->default_str("none");
 }
 
