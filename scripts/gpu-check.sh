@@ -3,7 +3,8 @@
 # table. Meant for a machine with an NVIDIA GPU (sm_80 or newer) and nvcc.
 #
 # Usage: scripts/gpu-check.sh [phase...]
-#   phases: build test sanitize kernels bench (default: these five), profile (per-kernel times of
+#   phases: build test sanitize kernels bench quant (default: these six; quant = int8/int4 weight
+#   kernels and decode with --quantize), profile (per-kernel times of
 #   the decode step with ncu), peers (gpt-fast side by side; needs SPECD_GPT_FAST_DIR, a folder
 #   with gpt-fast's model.py and quantize.py, and PyTorch)
 # Env: SPECD_GPU_OUT (results folder, default build-gpu/results), SPECD_GPU_MODEL_DIR (where the
@@ -12,7 +13,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 phases=("$@")
-[ ${#phases[@]} -eq 0 ] && phases=(build test sanitize kernels bench)
+[ ${#phases[@]} -eq 0 ] && phases=(build test sanitize kernels bench quant)
 has() { [[ " ${phases[*]} " == *" $1 "* ]]; }
 out=${SPECD_GPU_OUT:-build-gpu/results}
 models=${SPECD_GPU_MODEL_DIR:-/tmp/specd-gpu-models}
@@ -27,7 +28,8 @@ if has build; then
   cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DSPECD_CUDA=ON \
     ${SPECD_GPU_CMAKE_ARGS:-} >"$out/configure.txt"
   targets=(specd make_random_model specd_cuda_kernel_bench backend_cuda_ops_test golden_model_test batch_invariance_test
-    speculative_test speculative_sampling_test demo_models_test)
+    speculative_test speculative_sampling_test demo_models_test backend_cuda_int_quant_test
+    quantized_model_test)
   start=$(date +%s)
   cmake --build build-gpu -j "$jobs" --target "${targets[@]}" >"$out/build.txt" 2>&1 ||
     { tail -n 40 "$out/build.txt"; exit 1; }
@@ -39,7 +41,7 @@ if has test; then
   # batch invariance).
   (cd build-gpu && ctest -L cuda --output-on-failure) >"$out/test_cuda_ops.txt" 2>&1 || true
   (cd build-gpu && SPECD_TEST_DEVICE=cuda ctest -j 4 --output-on-failure \
-    -R "GoldenModel|BatchInvariance|Lossless|Speculative|DemoModels") \
+    -R "GoldenModel|BatchInvariance|Lossless|Speculative|DemoModels|QuantizedModel") \
     >"$out/test_cuda_models.txt" 2>&1 || true
   grep -E "tests passed|FAILED|Failed|\*\*\*" "$out/test_cuda_ops.txt" "$out/test_cuda_models.txt" |
     head -n 30
@@ -69,6 +71,21 @@ if has bench; then
   "$bin" bench -m "$models/llama-3.1-8b" --device cuda --prompt-len 2048 --gen-len 8 \
     --num-prompts 2 --modes oracle@4 -o "$out/cuda_llama-3.1-8b-prefill2048_$date.json" |
     grep -E "prefill"
+fi
+
+if has quant; then
+  # int8/int4 weights: matmul kernels against the copy rate, then decode with --quantize.
+  for q in int8 int4; do
+    build-gpu/bench/kernels/specd_cuda_kernel_bench cuda "$q" | grep matmul | tee "$out/cuda_kernels_$q.txt"
+  done
+  date=$(date -u +%Y-%m-%d)
+  [ -f "$models/llama-3.1-8b/config.json" ] ||
+    build-gpu/tools/make_random_model --preset llama-3.1-8b -o "$models/llama-3.1-8b"
+  for q in int8 int4; do
+    "$bin" bench -m "$models/llama-3.1-8b" --device cuda --quantize "$q" --prompt-len 128 \
+      --gen-len 256 --num-prompts 2 --modes oracle@4 \
+      -o "$out/cuda_llama-3.1-8b-random-${q}_$date.json" | grep -E "plain decode|prefill"
+  done
 fi
 
 if has profile; then

@@ -1,14 +1,16 @@
 // Times the CUDA backend's ops on Llama-3.1-8B shapes against the device-copy bandwidth.
 //
-// Usage: specd_cuda_kernel_bench [device]. Each matmul cycles through weight copies larger than
-// the L2 cache, so every call reads its weights from device memory as in a real decode step.
-// Prints one line per op: microseconds per call and, for matmuls, GB/s and % of the copy rate.
+// Usage: specd_cuda_kernel_bench [device] [bf16|int8|int4]. Each matmul cycles through weight
+// copies larger than the L2 cache, so every call reads its weights from device memory as in a
+// real decode step. Prints one line per op: microseconds per call and, for matmuls, GB/s of
+// weight bytes (of the chosen format: int8 and int4 read fewer) and % of the copy rate.
 #include <cstdio>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/quantize.h"
 #include "core/dtype.h"
 #include "core/timer.h"
 
@@ -54,7 +56,31 @@ double time_per_call(Backend& b, int calls, Fn&& fn) {
   return (now_seconds() - start) / calls;
 }
 
-void bench_matmuls(Backend& b, double bandwidth) {
+// Weight copies of [rows, cols] in `dtype`; int8/int4 quantised once from random bf16 values.
+std::vector<DeviceTensor> weight_copies(Backend& b, DType dtype, int64_t rows, int64_t cols,
+                                        int copies) {
+  std::vector<DeviceTensor> out;
+  if (dtype != DType::kInt8 && dtype != DType::kInt4) {
+    for (int c = 0; c < copies; ++c) out.push_back(random_tensor(b, dtype, rows, cols, c + 1));
+    return out;
+  }
+  std::vector<uint16_t> bf16(static_cast<size_t>(rows * cols));
+  std::mt19937 rng(1);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  for (uint16_t& v : bf16) v = f32_to_bf16(dist(rng) * 0.05f);
+  std::vector<uint8_t> host(static_cast<size_t>(rows) * dtype_row_bytes(dtype, cols));
+  quantize_rows(dtype, bf16.data(), DType::kBF16, rows, cols, host.data());
+  for (int c = 0; c < copies; ++c) {
+    DeviceTensor t;
+    t.buffer = b.alloc(host.size());
+    b.copy_to_device(t.buffer.data(), host.data(), host.size());
+    t.t = t.buffer.view(dtype, rows, cols);
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+void bench_matmuls(Backend& b, double bandwidth, DType dtype) {
   struct Shape {
     const char* name;
     int64_t n, k;
@@ -65,10 +91,9 @@ void bench_matmuls(Backend& b, double bandwidth) {
                           {"down 4096x14336", 4096, 14336},
                           {"lm_head 128256x4096", 128256, 4096}};
   for (const Shape& s : shapes) {
-    const size_t bytes = static_cast<size_t>(s.n * s.k) * 2;
+    const size_t bytes = static_cast<size_t>(s.n) * dtype_row_bytes(dtype, s.k);
     const int copies = static_cast<int>(std::max<size_t>(1, kColdBytes / bytes + 1));
-    std::vector<DeviceTensor> w;
-    for (int c = 0; c < copies; ++c) w.push_back(random_tensor(b, DType::kBF16, s.n, s.k, c + 1));
+    std::vector<DeviceTensor> w = weight_copies(b, dtype, s.n, s.k, copies);
     for (int64_t m : {1, 9, 16, 512}) {
       DeviceTensor x = random_tensor(b, DType::kF32, m, s.k, 99);
       DeviceTensor y = random_tensor(b, DType::kF32, m, s.n, 98);
@@ -76,9 +101,9 @@ void bench_matmuls(Backend& b, double bandwidth) {
       const double t = time_per_call(
           b, calls, [&](int i) { b.matmul(x.t, w[i % copies].t, nullptr, y.t, false); });
       const double gbs = bytes / t / 1e9;
-      std::printf("matmul %-22s M=%-4lld %9.1f us %8.0f GB/s %6.1f%% of copy %8.1f TFLOP/s\n",
-                  s.name, static_cast<long long>(m), t * 1e6, gbs, 100 * gbs * 1e9 / bandwidth,
-                  2.0 * m * s.n * s.k / t / 1e12);
+      std::printf("matmul %-4s %-22s M=%-4lld %9.1f us %8.0f GB/s %6.1f%% of copy %8.1f TFLOP/s\n",
+                  dtype_name(dtype).data(), s.name, static_cast<long long>(m), t * 1e6, gbs,
+                  100 * gbs * 1e9 / bandwidth, 2.0 * m * s.n * s.k / t / 1e12);
     }
   }
 }
@@ -136,7 +161,11 @@ int main(int argc, char** argv) {
     std::unique_ptr<Backend> b = make_backend(device, 1);
     const double bandwidth = b->measure_bandwidth();
     std::printf("%s, device copy %.0f GB/s\n", b->describe().c_str(), bandwidth / 1e9);
-    bench_matmuls(*b, bandwidth);
+    const std::string weights = argc > 2 ? argv[2] : "bf16";
+    const DType dtype = weights == "bf16"
+                            ? DType::kBF16
+                            : weight_quant_dtype(parse_weight_quant(weights), DType::kBF16);
+    bench_matmuls(*b, bandwidth, dtype);
     bench_attention(*b);
     bench_elementwise(*b);
   } catch (const std::exception& e) {

@@ -128,6 +128,23 @@ void q6_k(const uint8_t* b, float* y) {
   }
 }
 
+void int8(const uint8_t* b, float* y) {
+  float d;
+  std::memcpy(&d, b, 4);
+  for (int j = 0; j < 128; ++j) y[j] = d * static_cast<float>(static_cast<int8_t>(b[4 + j]));
+}
+
+void int4(const uint8_t* b, float* y) {
+  const float d = half_at(b), m = half_at(b + 2);
+  const uint8_t* qs = b + 4;
+  for (int j = 0; j < 64; ++j) {
+    const float lo = d * static_cast<float>(qs[j] & 0x0F);
+    const float hi = d * static_cast<float>(qs[j] >> 4);
+    y[j] = lo + m;
+    y[j + 64] = hi + m;
+  }
+}
+
 }  // namespace
 
 void dequantize_row(DType dtype, const void* src, int64_t n, float* dst) {
@@ -150,6 +167,8 @@ void dequantize_row(DType dtype, const void* src, int64_t n, float* dst) {
     case DType::kQ4_K: one = q4_k; break;
     case DType::kQ5_K: one = q5_k; break;
     case DType::kQ6_K: one = q6_k; break;
+    case DType::kInt8: one = int8; break;
+    case DType::kInt4: one = int4; break;
     default: fail("dequantize_row: unsupported dtype {}", dtype_name(dtype));
   }
   for (int64_t b = 0; b < n / block; ++b) one(bytes + b * block_bytes, dst + b * block);

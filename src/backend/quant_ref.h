@@ -18,6 +18,10 @@ namespace specd {
 //               sub-block j of 32: y = d * sc[j] * q - dmin * mn[j]
 //   q5_k [256]: f16 d, f16 dmin, u8 scales[12], u8 qh[32], u8 qs[128]
 //   q6_k [256]: u8 ql[128], u8 qh[64], i8 scales[16], f16 d        y = d * sc[j] * (q - 32)
+// specd's load-time formats (backend/quantize.h writes them):
+//   int8 [128]: f32 d, i8 qs[128]                                   y = d * q
+//   int4 [128]: f16 d, f16 m, u8 qs[64] (low nibbles = y[0..64))    y = d * q + m
+// (int4: the product and the sum are two roundings, no fused multiply-add, on every backend.)
 //
 // Dequantises `n` elements (a whole number of blocks) starting at `src` into dst. Also accepts
 // f32, f16 and bf16 (widening).

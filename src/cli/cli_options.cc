@@ -50,6 +50,18 @@ CLI::Validator existing_model_path() {
       "PATH");
 }
 
+void add_quantize_option(CLI::App& command, const std::string& flag, WeightQuant& quant,
+                         const std::string& what) {
+  command
+      .add_option_function<std::string>(
+          flag, [&quant](const std::string& text) { quant = parse_weight_quant(text); },
+          "Quantise " + what +
+              " weights at load: none, int8 (per output channel) or int4 (group 128, "
+              "asymmetric); linear layers and the LM head")
+      ->check(CLI::IsMember({"none", "int8", "int4"}))
+      ->default_str("none");
+}
+
 void add_model_options(CLI::App& command, LoadOptions& options, std::string& kv_dtype) {
   command.add_option("-m,--model", options.model_dir, "Hugging Face model directory or GGUF file")
       ->required()
@@ -66,6 +78,7 @@ void add_model_options(CLI::App& command, LoadOptions& options, std::string& kv_
                      "KV cache entries (0 = just enough for the request)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
+  add_quantize_option(command, "--quantize", options.quantize, "the model's");
 }
 
 }  // namespace specd::cli

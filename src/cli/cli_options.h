@@ -22,8 +22,12 @@ struct SamplingOptions {
   SamplingParams resolve(const ModelConfig& config) const;
 };
 
-// --model, --device, --threads, --kv-dtype, --ctx-size.
+// --model, --device, --threads, --kv-dtype, --ctx-size, --quantize.
 void add_model_options(CLI::App& command, LoadOptions& options, std::string& kv_dtype);
+
+// Adds `flag` (--quantize, --draft-quantize) taking none, int8 or int4 into `quant`.
+void add_quantize_option(CLI::App& command, const std::string& flag, WeightQuant& quant,
+                         const std::string& what);
 
 // Accepts an existing model directory or GGUF file ("model directory or GGUF file does not
 // exist: PATH" otherwise).

@@ -242,6 +242,8 @@ void run_bench(BenchOptions& o) {
        {{"dir", o.load.model_dir},
         {"architecture", target.config.arch_name},
         {"weight_bytes", weights},
+        {"quantize", std::string(weight_quant_name(o.load.quantize))},
+        {"draft_quantize", std::string(weight_quant_name(o.spec.draft_quantize))},
         {"layers", target.config.n_layers},
         {"hidden", target.config.hidden_size},
         {"vocab", target.config.vocab_size}}},

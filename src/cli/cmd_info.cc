@@ -1,13 +1,13 @@
 // `specd info`: architecture, parameter count, dtypes and memory needs of a model directory.
-#include <nlohmann/json.hpp>
-
 #include <cstdio>
+#include <nlohmann/json.hpp>
 
 #include "cli/cli_options.h"
 #include "cli/commands.h"
 #include "cli/model_loader.h"
 #include "model/gguf_model.h"
 #include "model/model_config.h"
+#include "model/weights.h"
 
 namespace specd::cli {
 
@@ -17,6 +17,7 @@ struct InfoOptions {
   std::string model_dir;
   int context = 4096;
   bool json = false;
+  WeightQuant quantize = WeightQuant::kNone;
 };
 
 void run_info(const InfoOptions& o) {
@@ -26,6 +27,8 @@ void run_info(const InfoOptions& o) {
   WeightSummary w = summarize_weights(store);
   // A GGUF store maps one file; a directory store lists its safetensors files.
   const size_t files = is_gguf_model(o.model_dir) ? 1 : store.files().size();
+  // Bytes the weights take once loaded (after --quantize, if given).
+  const uint64_t loaded_bytes = quantized_weight_bytes(c, store, o.quantize);
   const uint64_t kv_per_token = 2ull * c.n_layers * c.kv_dim() * 2;  // K and V, bf16
   nlohmann::ordered_json dtypes = nlohmann::ordered_json::object();
   for (const auto& [name, bytes] : w.bytes_by_dtype) dtypes[name] = bytes;
@@ -46,7 +49,9 @@ void run_info(const InfoOptions& o) {
       {"max_position_embeddings", c.max_position_embeddings},
       {"kv_bytes_per_token_bf16", kv_per_token},
       {"context", o.context},
-      {"memory_bytes", w.bytes + kv_per_token * static_cast<uint64_t>(o.context)},
+      {"quantize", std::string(weight_quant_name(o.quantize))},
+      {"loaded_weight_bytes", loaded_bytes},
+      {"memory_bytes", loaded_bytes + kv_per_token * static_cast<uint64_t>(o.context)},
       {"files", files}};
   if (o.json) {
     std::printf("%s\n", out.dump(2).c_str());
@@ -59,10 +64,14 @@ void run_info(const InfoOptions& o) {
     std::printf("  %-5s %10.1f MiB\n", name.c_str(), bytes / 1048576.0);
   }
   std::printf("layers %d, hidden %d, ffn %d, heads %d / kv %d x %d, vocab %d%s\n", c.n_layers,
-              c.hidden_size, c.intermediate_size, c.n_heads, c.n_kv_heads, c.head_dim,
-              c.vocab_size, c.tie_word_embeddings ? ", tied embeddings" : "");
+              c.hidden_size, c.intermediate_size, c.n_heads, c.n_kv_heads, c.head_dim, c.vocab_size,
+              c.tie_word_embeddings ? ", tied embeddings" : "");
+  if (o.quantize != WeightQuant::kNone) {
+    std::printf("--quantize %s: %.1f MiB of weights once loaded\n",
+                std::string(weight_quant_name(o.quantize)).c_str(), loaded_bytes / 1048576.0);
+  }
   std::printf("memory at context %d: %.1f MiB (weights) + %.1f MiB (bf16 KV cache)\n", o.context,
-              w.bytes / 1048576.0, kv_per_token * static_cast<double>(o.context) / 1048576.0);
+              loaded_bytes / 1048576.0, kv_per_token * static_cast<double>(o.context) / 1048576.0);
 }
 
 }  // namespace
@@ -77,6 +86,7 @@ void register_info_command(CLI::App& app) {
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   cmd->add_flag("--json", options->json, "Print JSON");
+  add_quantize_option(*cmd, "--quantize", options->quantize, "the model's");
   cmd->callback([options] { run_info(*options); });
 }
 

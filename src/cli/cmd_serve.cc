@@ -122,6 +122,7 @@ void run_serve(ServeOptions& o) {
     LoadOptions load = o.load;
     load.model_dir = o.spec.draft_dir;
     load.device = o.spec.draft_device;
+    load.quantize = o.spec.draft_quantize;
     load.context = o.load.context + kSmallBatch;
     load.slots = o.parallel;
     load.progress = false;
@@ -176,8 +177,8 @@ void run_serve(ServeOptions& o) {
   engine.start();
   http.set_ready(true);
 
-  uint64_t bytes = summarize_weights(target.store).bytes + target.kv->bytes();
-  if (draft) bytes += summarize_weights(draft->store).bytes + draft->kv->bytes();
+  uint64_t bytes = target.model->weights().bytes + target.kv->bytes();
+  if (draft) bytes += draft->model->weights().bytes + draft->kv->bytes();
   std::fprintf(
       stderr,
       "specd serve: http://%s:%d/v1 | model %s (%s) | drafter %s | parallel %d | "

@@ -78,8 +78,12 @@ LoadedModel load_model(const LoadOptions& options) {
   limits.max_rows = std::min(options.max_rows, context);
   limits.max_logit_rows = options.max_logit_rows;
   limits.max_positions = context;
+  WeightQuantOptions quant;
+  quant.mode = options.quantize;
+  quant.threads = threads;
+  quant.progress = options.progress;
   loaded.model =
-      std::make_unique<Transformer>(*loaded.backend, loaded.config, loaded.store, limits);
+      std::make_unique<Transformer>(*loaded.backend, loaded.config, loaded.store, limits, quant);
   KvCacheShape shape;
   shape.n_layers = loaded.config.n_layers;
   shape.n_kv_heads = loaded.config.n_kv_heads;

@@ -23,6 +23,7 @@ struct LoadOptions {
   int max_rows = 512;      // rows per forward (prefill chunk)
   int max_logit_rows = kSmallBatch;
   bool progress = true;    // show a progress line while reading weights
+  WeightQuant quantize = WeightQuant::kNone;  // load-time weight quantisation (--quantize)
 };
 
 struct LoadedModel {

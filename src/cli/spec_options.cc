@@ -37,6 +37,7 @@ void SpecOptions::add_to(CLI::App& command, bool with_mode) {
       ->capture_default_str();
   command.add_option("--draft-device", draft_device, "Device of the draft model")
       ->capture_default_str();
+  add_quantize_option(command, "--draft-quantize", draft_quantize, "the draft model's");
 }
 
 DraftLengthOptions SpecOptions::lengths() const {
@@ -71,6 +72,7 @@ Speculation make_speculation(const std::string& mode, const SpecOptions& options
       LoadOptions load = target_load;
       load.model_dir = options.draft_dir;
       load.device = options.draft_device;
+      load.quantize = options.draft_quantize;
       load.context = target_load.context + kSmallBatch;
       load.progress = false;
       check_draft_compatible(target_load.model_dir, target, options.draft_dir,

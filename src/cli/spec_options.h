@@ -23,6 +23,7 @@ struct SpecOptions {
   int ngram_min = 1;
   int ngram_max = 4;
   std::string draft_device = "cpu";
+  WeightQuant draft_quantize = WeightQuant::kNone;  // --draft-quantize
 
   // Adds the options; --spec only when `with_mode` (bench takes a list of modes instead).
   void add_to(CLI::App& command, bool with_mode = true);

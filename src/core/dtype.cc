@@ -28,6 +28,8 @@ int64_t dtype_block_elems(DType dtype) {
     case DType::kQ4_K:
     case DType::kQ5_K:
     case DType::kQ6_K: return 256;
+    case DType::kInt8:
+    case DType::kInt4: return 128;
     default: return 1;
   }
 }
@@ -42,6 +44,8 @@ size_t dtype_block_bytes(DType dtype) {
     case DType::kQ4_K: return 144;
     case DType::kQ5_K: return 176;
     case DType::kQ6_K: return 210;
+    case DType::kInt8: return 132;
+    case DType::kInt4: return 68;
     default: return dtype_size(dtype);
   }
 }
@@ -67,6 +71,8 @@ std::string_view dtype_name(DType dtype) {
     case DType::kQ4_K: return "q4_k";
     case DType::kQ5_K: return "q5_k";
     case DType::kQ6_K: return "q6_k";
+    case DType::kInt8: return "int8";
+    case DType::kInt4: return "int4";
   }
   return "?";
 }

@@ -9,9 +9,13 @@ namespace specd {
 
 // kQ* are ggml's block-quantised formats, kept as stored in GGUF files: a row of n elements is
 // n / dtype_block_elems blocks of dtype_block_bytes bytes (see backend/quant_ref.h).
+// kInt8 and kInt4 are specd's load-time weight quantisation (--quantize): 128-element blocks of
+// int8 with an f32 scale (one scale per output channel, repeated in each block) and of 4-bit
+// codes with an f16 scale and min (asymmetric, group size 128).
 enum class DType : uint8_t {
   kF32, kF16, kBF16, kI32,
   kQ8_0, kQ4_0, kQ4_1, kQ5_0, kQ5_1, kQ4_K, kQ5_K, kQ6_K,
+  kInt8, kInt4,
 };
 
 // Bytes of one element; throws specd::Error for block-quantised dtypes (use dtype_row_bytes).

@@ -12,11 +12,11 @@
 namespace specd {
 
 Transformer::Transformer(Backend& backend, ModelConfig config, const TensorStore& store,
-                         const TransformerLimits& limits)
+                         const TransformerLimits& limits, const WeightQuantOptions& quant)
     : backend_(backend), config_(std::move(config)), limits_(limits) {
   SPECD_CHECK(limits_.max_rows > 0 && limits_.max_logit_rows > 0 && limits_.max_positions > 0,
               "invalid transformer limits");
-  weights_ = bind_weights(config_, store, backend_);
+  weights_ = bind_weights(config_, store, backend_, quant);
 
   // RoPE tables: the global one, then (Gemma 3) the sliding layers' default RoPE of base
   // rope_local_theta.

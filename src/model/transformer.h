@@ -34,8 +34,9 @@ struct TransformerLimits {
 class Transformer {
  public:
   // `store` must outlive the transformer (the CPU backend reads weights from its mapping).
+  // `quant` quantises the weights at load (see WeightQuantOptions).
   Transformer(Backend& backend, ModelConfig config, const TensorStore& store,
-              const TransformerLimits& limits);
+              const TransformerLimits& limits, const WeightQuantOptions& quant = {});
 
   const ModelConfig& config() const { return config_; }
   const ModelWeights& weights() const { return weights_; }

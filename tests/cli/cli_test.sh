@@ -83,6 +83,21 @@ echo "1 2 3 4 5 6 7 8 9 10" >"$work/ids.txt"
 expect_ok perplexity '"perplexity": [0-9.]+' perplexity -m "$fixture" --ids-file "$work/ids.txt" --window 4
 expect_ok help "generate" --help
 
+# Load-time weight quantisation.
+target=$src/models/pycoder-target
+expect_error bad_quantize "quantize" generate -m "$fixture" --prompt-ids 1 --quantize int3
+expect_error bad_draft_quantize "draft-quantize" generate -m "$fixture" --prompt-ids 1 \
+  --draft "$fixture" --draft-quantize fp8
+expect_error gguf_already_quantized "already q[0-9a-z_]+ \(a GGUF block quantisation\)" \
+  generate -m "$src/tests/data/gguf/tiny_llama.gguf" --prompt-ids 1 --quantize int8
+expect_ok info_quantize "--quantize int4: [0-9.]+ MiB of weights once loaded" \
+  info -m "$target" --quantize int4
+expect_ok info_quantize_json '"loaded_weight_bytes": [0-9]+' info -m "$target" --quantize int8 --json
+expect_ok generate_int8 '"tokens":\[[0-9]+,[0-9]+,[0-9]+,[0-9]+\]' \
+  generate -m "$target" --prompt-ids "10,20,30" -n 4 --ignore-eos --json --quantize int8
+expect_ok perplexity_int4 '"perplexity": [0-9.]+' \
+  perplexity -m "$target" --ids-file "$work/ids.txt" --window 8 --quantize int4
+
 # SentencePiece-style GGUF tokenizer (Gemma layout) without a chat template.
 gemma=$src/tests/data/gguf/spm_gemma.gguf
 echo '[{"role": "user", "content": "Hi"}]' >"$work/chat.json"

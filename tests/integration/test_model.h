@@ -20,12 +20,15 @@ struct TestModel {
 
   // One KV slot of `capacity` entries; forwards of up to `max_rows` rows.
   TestModel(const std::string& dir, int capacity, DType kv_dtype = DType::kBF16, int threads = 1,
-            int max_rows = 64) {
+            int max_rows = 64, WeightQuant quantize = WeightQuant::kNone) {
     config = load_model_config(dir);
     store = TensorStore::open_dir(dir);
     backend = make_backend(test_device(), threads);
-    model = std::make_unique<Transformer>(*backend, config, store,
-                                          TransformerLimits{max_rows, kSmallBatch, capacity});
+    WeightQuantOptions quant;
+    quant.mode = quantize;
+    quant.threads = threads;
+    model = std::make_unique<Transformer>(
+        *backend, config, store, TransformerLimits{max_rows, kSmallBatch, capacity}, quant);
     kv = std::make_unique<KvCache>(*backend, KvCacheShape{config.n_layers, config.n_kv_heads,
                                                           config.head_dim, 1, capacity, kv_dtype});
   }

@@ -16,7 +16,7 @@ namespace {
 
 using cuda::check;
 
-enum ScratchKind { kPartials = 0, kTickets = 1, kBf16X = 2, kAttention = 3 };
+enum ScratchKind { kPartials = 0, kTickets = 1, kBf16X = 2, kAttention = 3, kDequant = 4 };
 
 void check_device(const char* op, int index, std::initializer_list<const Tensor*> tensors) {
   for (const Tensor* t : tensors) {
@@ -213,9 +213,14 @@ void CudaBackend::run_recorded(uint64_t key, const std::function<void()>& ops) {
 void CudaBackend::embedding(const Tensor& ids, const Tensor& table, Tensor& out) {
   check_device("embedding", index_, {&ids, &table, &out});
   op_checks::embedding(ids, table, out, /*read_indices=*/false);
+  if (ids.cols == 0) return;
+  if (cuda::int_quant_dtype(table.dtype)) {
+    cuda::embedding_int(ids.ptr<const int32_t>(), ids.cols, table.data, table.dtype, table.stride,
+                        table.rows, table.cols, out.ptr<float>(), out.stride, stream_);
+    return;
+  }
   SPECD_CHECK(!is_quantized(table.dtype), "cuda embedding: {} tables have no CUDA kernel yet",
               dtype_name(table.dtype));
-  if (ids.cols == 0) return;
   cuda::embedding(ids.ptr<const int32_t>(), ids.cols, table.data, table.dtype, table.stride,
                   table.rows, table.cols, out.ptr<float>(), out.stride, stream_);
 }
@@ -238,8 +243,8 @@ void CudaBackend::run_matmuls(const Tensor& x, std::span<const MatmulPart> parts
     check_device("matmul", index_, {&x, p.w, p.y});
     if (p.bias != nullptr) check_device("matmul", index_, {p.bias});
     op_checks::matmul(x, *p.w, p.bias, *p.y);
-    SPECD_CHECK(!is_quantized(p.w->dtype), "cuda matmul: {} weights have no CUDA kernel yet",
-                dtype_name(p.w->dtype));
+    SPECD_CHECK(!is_quantized(p.w->dtype) || cuda::int_quant_dtype(p.w->dtype),
+                "cuda matmul: {} weights have no CUDA kernel yet", dtype_name(p.w->dtype));
     cuda::MatmulArgs& a = group.part[group.count];
     a.x = x.ptr<const float>();
     a.x_stride = x.stride;
@@ -264,10 +269,31 @@ void CudaBackend::run_matmuls(const Tensor& x, std::span<const MatmulPart> parts
   for (int p = 1; p < group.count; ++p) {
     same_weights = same_weights && group.part[p].w_dtype == group.part[0].w_dtype;
   }
+  if (m <= kSmallBatch && same_weights && cuda::int_quant_dtype(group.part[0].w_dtype)) {
+    cuda::matmul_int_small(group, stream_);
+    return;
+  }
   if (m > kSmallBatch || !same_weights) {
     for (int p = 0; p < group.count; ++p) {
       cuda::MatmulArgs a = group.part[p];
       if (a.n == 0) continue;
+      if (cuda::int_quant_dtype(a.w_dtype)) {
+        cuda::MatmulGroup single;
+        single.part[0] = a;
+        single.count = 1;
+        if (m <= kSmallBatch) {
+          cuda::matmul_int_small(single, stream_);
+          continue;
+        }
+        cuda::MatmulScratch s;
+        s.x_bf16_elems = static_cast<size_t>(m * a.k);
+        s.x_bf16 = scratch(kBf16X, s.x_bf16_elems * 2);
+        const size_t slab =
+            static_cast<size_t>(std::min(cuda::int_dequant_slab_rows(a.k), a.n) * a.k);
+        void* w_bf16 = scratch(kDequant, slab * 2);
+        cuda::matmul_int_gemm(a, s, w_bf16, stream_);
+        continue;
+      }
       if (m > kSmallBatch && cuda::gemm_supported(a)) {
         cuda::MatmulScratch s;
         s.x_bf16_elems = static_cast<size_t>(m * a.k);

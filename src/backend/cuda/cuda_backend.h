@@ -72,7 +72,8 @@ class CudaBackend final : public Backend {
     void* data = nullptr;
     size_t bytes = 0;
   };
-  Scratch scratch_[4];  // split-K partials, split-K tickets, bf16 x, attention partials
+  Scratch scratch_[5];  // split-K partials, split-K tickets, bf16 x, attention partials,
+                        // bf16 slab of dequantised int8/int4 weights (prefill)
   struct Recorded {
     int seen = 0;
     CUgraphExec_st* graph = nullptr;

@@ -65,6 +65,21 @@ void matmul_small(const MatmulGroup& group, const SmallMatmulPlan& plan,
 void matmul_gemm(const MatmulArgs& a, const MatmulScratch& scratch, cudaStream_t stream);
 bool gemm_supported(const MatmulArgs& a);
 
+// specd's load-time formats (kInt8, kInt4; int_quant.cu). K and w_stride whole 128-element
+// blocks, rows 4-byte aligned.
+bool int_quant_dtype(DType dtype);
+// y = x · wᵀ for each part (same x, M <= 16, one weight dtype); batch-invariant.
+void matmul_int_small(const MatmulGroup& group, cudaStream_t stream);
+// Weight rows per bf16 slab of the prefill path (the slab holds that many rows of K).
+int64_t int_dequant_slab_rows(int64_t k);
+// Prefill: dequantises slabs of weight rows to bf16 in `slab` and runs matmul_gemm on each.
+void matmul_int_gemm(const MatmulArgs& a, const MatmulScratch& scratch, void* slab,
+                     cudaStream_t stream);
+// Embedding rows dequantised from an int8/int4 table (a tied LM head).
+void embedding_int(const int32_t* ids, int64_t m, const void* table, DType table_dtype,
+                   int64_t table_stride, int64_t vocab, int64_t dim, float* out, int64_t out_stride,
+                   cudaStream_t stream);
+
 void embedding(const int32_t* ids, int64_t m, const void* table, DType table_dtype,
                int64_t table_stride, int64_t vocab, int64_t dim, float* out, int64_t out_stride,
                cudaStream_t stream);

@@ -1,0 +1,328 @@
+// Kernels for specd's load-time weight formats (int8 per output channel, int4 group 128; layouts
+// in backend/quant_ref.h): the small-M matmul, the dequantisation of weight slabs to bf16 for
+// the prefill GEMM, and embedding lookups from a quantised (tied) table.
+//
+// Small M (1 to 16 rows): a block of 8 warps owns 4 output columns and reads each of their
+// weight bytes once for all rows. Warp w takes the 128-element blocks w, w + 8, w + 16, ... of
+// the columns (int4: pairs of blocks, one per half-warp); a lane dequantises 4 (int8) or 8 (int4)
+// weights per block exactly as the reference does (d * q, or d * q + m with two roundings) and
+// multiplies them into every row with fused multiply-adds in a fixed order. Lanes are reduced by
+// a fixed shuffle tree and warps in warp order, so the order of every (row, column) sum depends
+// only on K: rows are bit-identical whatever M.
+#include <algorithm>
+
+#include "backend/cuda/device.cuh"
+
+namespace specd::cuda {
+namespace {
+
+constexpr int kWarps = 8;
+constexpr int kCols = 4;  // output columns per block
+constexpr int kBlockElems = 128;
+constexpr int kInt8Bytes = 132, kInt4Bytes = 68;
+
+__device__ __forceinline__ uint32_t load_word(const uint8_t* p) {
+  uint32_t v;
+  asm volatile("ld.global.nc.L1::no_allocate.u32 %0, [%1];" : "=r"(v) : "l"(p));
+  return v;
+}
+
+// Byte e of `bytes` (0..255) as an exact float, minus `bias` (2^23 trick: no int conversion).
+__device__ __forceinline__ float byte_value(uint32_t bytes, int e, float bias) {
+  const float f = __int_as_float(static_cast<int>(__byte_perm(bytes, 0x4B000000u, 0x7440u | e)));
+  return __fsub_rn(f, bias);
+}
+
+__device__ __forceinline__ float half_value(uint32_t word, int upper) {
+  const unsigned short bits = static_cast<unsigned short>(upper ? word >> 16 : word & 0xFFFF);
+  return __half2float(__ushort_as_half(bits));
+}
+
+// The 8 int4 weights of one lane: low nibbles (elements 4h..4h+3) then high (64 + 4h..).
+__device__ __forceinline__ void dequant_int4(uint32_t header, uint32_t codes, float (&w)[8]) {
+  const float d = half_value(header, 0), m = half_value(header, 1);
+  const uint32_t lo = codes & 0x0F0F0F0Fu, hi = (codes >> 4) & 0x0F0F0F0Fu;
+#pragma unroll
+  for (int e = 0; e < 4; ++e) {
+    w[e] = __fadd_rn(__fmul_rn(d, byte_value(lo, e, 8388608.0f)), m);
+    w[4 + e] = __fadd_rn(__fmul_rn(d, byte_value(hi, e, 8388608.0f)), m);
+  }
+}
+
+// The 4 int8 weights of one lane (elements 4l..4l+3).
+__device__ __forceinline__ void dequant_int8(uint32_t scale_bits, uint32_t codes, float (&w)[4]) {
+  const float d = __uint_as_float(scale_bits);
+  const uint32_t biased = codes ^ 0x80808080u;  // int8 q -> q + 128
+#pragma unroll
+  for (int e = 0; e < 4; ++e) w[e] = __fmul_rn(d, byte_value(biased, e, 8388736.0f));
+}
+
+__device__ __forceinline__ void load4(const float* p, bool vector, float (&v)[4]) {
+  if (vector) {
+    const float4 q = *reinterpret_cast<const float4*>(p);
+    v[0] = q.x, v[1] = q.y, v[2] = q.z, v[3] = q.w;
+  } else {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) v[e] = p[e];
+  }
+}
+
+struct ColumnGroup {
+  MatmulArgs part[MatmulGroup::kMaxParts];
+  int64_t tile_end[MatmulGroup::kMaxParts];  // cumulative blocks of kCols columns
+  int count;
+  bool vector_x;  // x rows 16-byte aligned
+};
+
+// One block: kCols output columns of one part; kMaxM bounds the rows held in registers.
+template <DType kType, int kMaxM>
+__global__ void __launch_bounds__(kWarps * 32) small_int_kernel(ColumnGroup group) {
+  __shared__ float partial[kWarps][kCols][kMaxM];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  int p = 0;
+  while (blockIdx.x >= group.tile_end[p]) ++p;
+  const MatmulArgs& a = group.part[p];
+  const int64_t n0 = (blockIdx.x - (p == 0 ? 0 : group.tile_end[p - 1])) * kCols;
+  constexpr bool kInt8 = kType == DType::kInt8;
+  constexpr int kBytes = kInt8 ? kInt8Bytes : kInt4Bytes;
+  const int64_t blocks = a.k / kBlockElems;
+  const int64_t row_bytes = a.w_stride / kBlockElems * kBytes;
+  const auto* w = static_cast<const uint8_t*>(a.w);
+  const uint8_t* rows[kCols];
+#pragma unroll
+  for (int c = 0; c < kCols; ++c) rows[c] = w + std::min<int64_t>(n0 + c, a.n - 1) * row_bytes;
+
+  // Block sequence of this lane: int8 one block per warp step, int4 one per half-warp.
+  const int64_t stride = kInt8 ? kWarps : 2 * kWarps;
+  const int64_t first = kInt8 ? warp : 2 * warp + lane / 16;
+  const int sub = kInt8 ? lane : lane % 16;  // word of the block's codes
+  // Weight words (codes, header) of the current and the next block, loaded before the inputs.
+  uint32_t code[kCols], head[kCols], next_code[kCols], next_head[kCols];
+  auto load_block = [&](int64_t b, uint32_t(&cw)[kCols], uint32_t(&hw)[kCols]) {
+#pragma unroll
+    for (int c = 0; c < kCols; ++c) {
+      if (b < blocks) {
+        const uint8_t* blk = rows[c] + b * kBytes;
+        hw[c] = load_word(blk);
+        cw[c] = load_word(blk + 4 + 4 * sub);
+      } else {
+        hw[c] = cw[c] = 0;
+      }
+    }
+  };
+  load_block(first, code, head);
+  wait_for_inputs();
+  allow_next_kernel();
+
+  float acc[kCols][kMaxM];
+#pragma unroll
+  for (int c = 0; c < kCols; ++c) {
+#pragma unroll
+    for (int m = 0; m < kMaxM; ++m) acc[c][m] = 0.0f;
+  }
+  for (int64_t b = first; b < blocks; b += stride) {
+    load_block(b + stride, next_code, next_head);
+    if constexpr (kInt8) {
+      float wv[kCols][4];
+#pragma unroll
+      for (int c = 0; c < kCols; ++c) dequant_int8(head[c], code[c], wv[c]);
+      const int64_t k = b * kBlockElems + 4 * sub;
+#pragma unroll
+      for (int m = 0; m < kMaxM; ++m) {
+        if (m < a.m) {
+          float xv[4];
+          load4(a.x + m * a.x_stride + k, group.vector_x, xv);
+#pragma unroll
+          for (int c = 0; c < kCols; ++c) {
+#pragma unroll
+            for (int e = 0; e < 4; ++e) acc[c][m] = __fmaf_rn(wv[c][e], xv[e], acc[c][m]);
+          }
+        }
+      }
+    } else {
+      float wv[kCols][8];
+#pragma unroll
+      for (int c = 0; c < kCols; ++c) dequant_int4(head[c], code[c], wv[c]);
+      const int64_t k = b * kBlockElems + 4 * sub;
+#pragma unroll
+      for (int m = 0; m < kMaxM; ++m) {
+        if (m < a.m) {
+          float xl[4], xh[4];
+          load4(a.x + m * a.x_stride + k, group.vector_x, xl);
+          load4(a.x + m * a.x_stride + k + kBlockElems / 2, group.vector_x, xh);
+#pragma unroll
+          for (int c = 0; c < kCols; ++c) {
+#pragma unroll
+            for (int e = 0; e < 4; ++e) acc[c][m] = __fmaf_rn(wv[c][e], xl[e], acc[c][m]);
+#pragma unroll
+            for (int e = 0; e < 4; ++e) acc[c][m] = __fmaf_rn(wv[c][4 + e], xh[e], acc[c][m]);
+          }
+        }
+      }
+    }
+#pragma unroll
+    for (int c = 0; c < kCols; ++c) {
+      code[c] = next_code[c];
+      head[c] = next_head[c];
+    }
+  }
+
+#pragma unroll
+  for (int c = 0; c < kCols; ++c) {
+#pragma unroll
+    for (int m = 0; m < kMaxM; ++m) {
+      float v = acc[c][m];
+#pragma unroll
+      for (int offset = 16; offset > 0; offset /= 2) {
+        v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, offset));
+      }
+      if (lane == 0) partial[warp][c][m] = v;
+    }
+  }
+  __syncthreads();
+  const int t = threadIdx.x;
+  if (t < kCols * kMaxM) {
+    const int c = t / kMaxM, m = t % kMaxM;
+    const int64_t n = n0 + c;
+    if (m < a.m && n < a.n) {
+      float v = 0.0f;
+#pragma unroll
+      for (int i = 0; i < kWarps; ++i) v = __fadd_rn(v, partial[i][c][m]);
+      if (a.bias != nullptr) v = __fadd_rn(v, load_f32(a.bias, a.bias_dtype, n));
+      float* out = a.y + m * a.y_stride + n;
+      *out = a.accumulate ? __fadd_rn(*out, v) : v;
+    }
+  }
+}
+
+template <DType kType>
+void launch_small(const ColumnGroup& group, int64_t m, int64_t tiles, cudaStream_t stream) {
+  Launch launch(dim3(static_cast<unsigned>(tiles)), dim3(kWarps * 32), 0, stream);
+  cudaError_t status;
+  if (m <= 1) {
+    status = cudaLaunchKernelEx(&launch.config, small_int_kernel<kType, 1>, group);
+  } else if (m <= 4) {
+    status = cudaLaunchKernelEx(&launch.config, small_int_kernel<kType, 4>, group);
+  } else if (m <= 8) {
+    status = cudaLaunchKernelEx(&launch.config, small_int_kernel<kType, 8>, group);
+  } else {
+    status = cudaLaunchKernelEx(&launch.config, small_int_kernel<kType, 16>, group);
+  }
+  check(status, "small_int_kernel");
+}
+
+// Element i of a row of quantised blocks.
+__device__ __forceinline__ float dequant_at(const uint8_t* row, DType dtype, int64_t i) {
+  const int64_t b = i / kBlockElems;
+  const int j = static_cast<int>(i % kBlockElems);
+  if (dtype == DType::kInt8) {
+    const uint8_t* blk = row + b * kInt8Bytes;
+    const float d = *reinterpret_cast<const float*>(blk);
+    return __fmul_rn(d, static_cast<float>(static_cast<int8_t>(blk[4 + j])));
+  }
+  const uint8_t* blk = row + b * kInt4Bytes;
+  const uint32_t header = *reinterpret_cast<const uint32_t*>(blk);
+  const uint8_t byte = blk[4 + j % (kBlockElems / 2)];
+  const int code = j < kBlockElems / 2 ? byte & 0x0F : byte >> 4;
+  return __fadd_rn(__fmul_rn(half_value(header, 0), static_cast<float>(code)),
+                   half_value(header, 1));
+}
+
+__global__ void dequantize_bf16_kernel(const uint8_t* w, DType dtype, int64_t row_bytes,
+                                       int64_t rows, int64_t k, __nv_bfloat16* out) {
+  const int64_t total = rows * k;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t r = i / k, c = i % k;
+    out[i] = __float2bfloat16_rn(dequant_at(w + r * row_bytes, dtype, c));
+  }
+}
+
+__global__ void embedding_int_kernel(const int32_t* ids, const uint8_t* table, DType dtype,
+                                     int64_t row_bytes, int64_t vocab, int64_t dim, float* out,
+                                     int64_t out_stride) {
+  wait_for_inputs();
+  allow_next_kernel();
+  const int64_t m = blockIdx.x;
+  const int64_t id = ids[m];
+  if (id < 0 || id >= vocab) return;  // checked on the host; never read outside the table
+  for (int64_t d = threadIdx.x; d < dim; d += blockDim.x) {
+    out[m * out_stride + d] = dequant_at(table + id * row_bytes, dtype, d);
+  }
+}
+
+int64_t row_bytes_of(DType dtype, int64_t stride) {
+  return stride / kBlockElems * (dtype == DType::kInt8 ? kInt8Bytes : kInt4Bytes);
+}
+
+}  // namespace
+
+bool int_quant_dtype(DType dtype) { return dtype == DType::kInt8 || dtype == DType::kInt4; }
+
+void matmul_int_small(const MatmulGroup& group, cudaStream_t stream) {
+  ColumnGroup g{};
+  g.count = group.count;
+  g.vector_x = true;
+  int64_t tiles = 0;
+  for (int p = 0; p < group.count; ++p) {
+    const MatmulArgs& a = group.part[p];
+    if (a.k % kBlockElems != 0 || a.w_stride % kBlockElems != 0 || a.m > 16 ||
+        a.w_dtype != group.part[0].w_dtype || !int_quant_dtype(a.w_dtype)) {
+      fail_message("cuda int8/int4 matmul: K must be whole 128-element blocks and M <= 16");
+    }
+    g.part[p] = a;
+    tiles += (a.n + kCols - 1) / kCols;
+    g.tile_end[p] = tiles;
+    g.vector_x = g.vector_x && a.x_stride % 4 == 0 && reinterpret_cast<uintptr_t>(a.x) % 16 == 0;
+  }
+  if (tiles == 0 || group.part[0].m == 0) return;
+  if (group.part[0].w_dtype == DType::kInt8) {
+    launch_small<DType::kInt8>(g, group.part[0].m, tiles, stream);
+  } else {
+    launch_small<DType::kInt4>(g, group.part[0].m, tiles, stream);
+  }
+}
+
+int64_t int_dequant_slab_rows(int64_t k) {
+  // About 32 M bf16 elements (64 MiB) per slab, a multiple of the GEMM's 128-row tiles.
+  const int64_t rows = (int64_t{32} << 20) / std::max<int64_t>(k, 1);
+  return std::max<int64_t>(128, rows / 128 * 128);
+}
+
+void matmul_int_gemm(const MatmulArgs& a, const MatmulScratch& scratch, void* slab,
+                     cudaStream_t stream) {
+  const int64_t slab_rows = int_dequant_slab_rows(a.k);
+  const int64_t row_bytes = row_bytes_of(a.w_dtype, a.w_stride);
+  for (int64_t n0 = 0; n0 < a.n; n0 += slab_rows) {
+    const int64_t rows = std::min(slab_rows, a.n - n0);
+    const int64_t elems = rows * a.k;
+    const auto blocks = static_cast<unsigned>(std::min<int64_t>((elems + 255) / 256, 8192));
+    dequantize_bf16_kernel<<<blocks, 256, 0, stream>>>(
+        static_cast<const uint8_t*>(a.w) + n0 * row_bytes, a.w_dtype, row_bytes, rows, a.k,
+        static_cast<__nv_bfloat16*>(slab));
+    check(cudaGetLastError(), "dequantize_bf16_kernel");
+    MatmulArgs part = a;
+    part.w = slab;
+    part.w_dtype = DType::kBF16;
+    part.w_stride = a.k;
+    part.n = rows;
+    part.y = a.y + n0;
+    if (a.bias != nullptr) {
+      const size_t size = a.bias_dtype == DType::kF32 ? 4 : 2;
+      part.bias = static_cast<const char*>(a.bias) + n0 * size;
+    }
+    matmul_gemm(part, scratch, stream);
+  }
+}
+
+void embedding_int(const int32_t* ids, int64_t m, const void* table, DType table_dtype,
+                   int64_t table_stride, int64_t vocab, int64_t dim, float* out, int64_t out_stride,
+                   cudaStream_t stream) {
+  Launch launch(dim3(static_cast<unsigned>(m)), dim3(256), 0, stream);
+  check(cudaLaunchKernelEx(&launch.config, embedding_int_kernel, ids,
+                           static_cast<const uint8_t*>(table), table_dtype,
+                           row_bytes_of(table_dtype, table_stride), vocab, dim, out, out_stride),
+        "embedding_int_kernel");
+}
+
+}  // namespace specd::cuda
