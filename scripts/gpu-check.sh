@@ -51,8 +51,13 @@ if has sanitize; then
   for tool in memcheck racecheck; do
     compute-sanitizer --tool "$tool" --error-exitcode 9 build-gpu/tests/backend/backend_cuda_ops_test \
       --gtest_filter='*Elementwise*:*Attention*:*Recorded*' >"$out/sanitize_$tool.txt" 2>&1 &&
-      echo "compute-sanitizer $tool: clean" || echo "compute-sanitizer $tool: FAILED (see $out)"
+      echo "compute-sanitizer $tool (ops): clean" || echo "compute-sanitizer $tool: FAILED (see $out)"
     tail -n 3 "$out/sanitize_$tool.txt"
+    compute-sanitizer --tool "$tool" --error-exitcode 9 \
+      build-gpu/tests/backend/backend_cuda_int_quant_test >"$out/sanitize_int_quant_$tool.txt" 2>&1 &&
+      echo "compute-sanitizer $tool (int8/int4): clean" ||
+      echo "compute-sanitizer $tool (int8/int4): FAILED (see $out)"
+    tail -n 3 "$out/sanitize_int_quant_$tool.txt"
   done
 fi
 
