@@ -1,6 +1,7 @@
 // Times the CUDA backend's ops on Llama-3.1-8B shapes against the device-copy bandwidth.
 //
-// Usage: specd_cuda_kernel_bench [device] [bf16|int8|int4]. Each matmul cycles through weight
+// Usage: specd_cuda_kernel_bench [device] [bf16|int8|int4] [section...]; sections: matmul,
+// attention, elementwise (default: all). Each matmul cycles through weight
 // copies larger than the L2 cache, so every call reads its weights from device memory as in a
 // real decode step. Prints one line per op: microseconds per call and, for matmuls, GB/s of
 // weight bytes (of the chosen format: int8 and int4 read fewer) and % of the copy rate.
@@ -165,9 +166,16 @@ int main(int argc, char** argv) {
     const DType dtype = weights == "bf16"
                             ? DType::kBF16
                             : weight_quant_dtype(parse_weight_quant(weights), DType::kBF16);
-    bench_matmuls(*b, bandwidth, dtype);
-    bench_attention(*b);
-    bench_elementwise(*b);
+    auto want = [&](const char* section) {
+      if (argc <= 3) return true;
+      for (int i = 3; i < argc; ++i) {
+        if (std::string(argv[i]) == section) return true;
+      }
+      return false;
+    };
+    if (want("matmul")) bench_matmuls(*b, bandwidth, dtype);
+    if (want("attention")) bench_attention(*b);
+    if (want("elementwise")) bench_elementwise(*b);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return 1;
