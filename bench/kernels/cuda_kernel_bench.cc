@@ -41,10 +41,17 @@ DeviceTensor random_tensor(Backend& b, DType dtype, int64_t rows, int64_t cols, 
 // Seconds per call of fn(i), averaged over `calls` calls queued back to back. The calls are
 // recorded once (a CUDA graph, as the decode step is) and the recording is timed, so the result is
 // device time without the host's launch overhead.
+// A recording key used by no earlier measurement. (One counter for the whole program: a static
+// inside the template below would be one counter per lambda type, and two measurements with the
+// same key would replay the first one's recording, with its freed buffers.)
+uint64_t fresh_recording_key() {
+  static uint64_t next_key = uint64_t{1} << 60;
+  return next_key++;
+}
+
 template <typename Fn>
 double time_per_call(Backend& b, int calls, Fn&& fn) {
-  static uint64_t next_key = uint64_t{1} << 60;
-  const uint64_t key = next_key++;
+  const uint64_t key = fresh_recording_key();
   const auto all = [&] {
     for (int i = 0; i < calls; ++i) fn(i);
   };
