@@ -122,14 +122,8 @@ bool CpuBackend::small_path(const cpu::MatmulArgs& a) {
   return a.m < kGemmMinRows || a.k == 0 || !cpu::have_gemm();
 }
 
-namespace {
-bool is_int_quant(DType dtype) { return dtype == DType::kInt8 || dtype == DType::kInt4; }
-}  // namespace
-
 void CpuBackend::small_columns(const cpu::MatmulArgs& a, int64_t begin, int64_t end, int thread) {
-  if (is_int_quant(a.w_dtype)) {
-    cpu::matmul_int_quant(a, begin, end);
-  } else if (is_quantized(a.w_dtype)) {
+  if (is_quantized(a.w_dtype)) {
     cpu::matmul_quant(a, begin, end, scratch_[thread].xsum.data());
   } else {
     cpu::matmul_small(a, begin, end);
@@ -137,7 +131,7 @@ void CpuBackend::small_columns(const cpu::MatmulArgs& a, int64_t begin, int64_t 
 }
 
 void CpuBackend::grow_small_scratch(const cpu::MatmulArgs& a) {
-  if (!is_quantized(a.w_dtype) || is_int_quant(a.w_dtype)) return;
+  if (!is_quantized(a.w_dtype)) return;
   const auto size = static_cast<size_t>(cpu::matmul_quant_scratch(a));
   for (Scratch& s : scratch_) grow(s.xsum, size);
 }

@@ -31,8 +31,6 @@ void matmul_small(const MatmulArgs& args, int64_t n_begin, int64_t n_end);
 // matmul_quant_scratch(args) floats (sums of x over 32-element groups).
 void matmul_quant(const MatmulArgs& args, int64_t n_begin, int64_t n_end, float* xsum);
 int64_t matmul_quant_scratch(const MatmulArgs& args);
-// The same contract for specd's load-time formats (kInt8, kInt4; k whole 128-element blocks).
-void matmul_int_quant(const MatmulArgs& args, int64_t n_begin, int64_t n_end);
 
 // Sets OpenBLAS to one thread (once per process): the pool parallelises over column blocks.
 // True if the build has the OpenBLAS prefill path.

@@ -1,5 +1,6 @@
-// Batch-invariant small-M matmul on block-quantised weights (q8_0, q4_0, q4_1, q5_0, q5_1,
-// q4_k, q5_k, q6_k): one format-specialised pass over each weight row for a group of rows of x.
+// Batch-invariant small-M matmul on block-quantised weights (GGUF's q8_0, q4_0, q4_1, q5_0,
+// q5_1, q4_k, q5_k, q6_k, and specd's load-time int8 and int4): one format-specialised pass
+// over each weight row for a group of rows of x.
 //
 // Every format is a sequence of groups (16 or 32 elements) of small integers q with
 // w = d_g * q + m_g. A block is decoded to int8 with byte vectors (q8_0 is read in place), and
@@ -190,6 +191,41 @@ struct QK45 {
   }
 };
 
+// specd's load-time formats (backend/quant_ref.h): 128-element blocks, one scale (int4: and
+// min) per block, here repeated over four 32-element groups.
+struct Int8 {
+  static constexpr int kBlockElems = 128, kBlockBytes = 132;
+  static constexpr bool kOffsets = false;
+  using Block = Decoded<128, 32>;
+  static HWY_INLINE void Decode(const uint8_t* b, Block& o) {
+    float d;
+    std::memcpy(&d, b, 4);
+    for (float& g : o.d) g = d;
+    o.q = reinterpret_cast<const int8_t*>(b + 4);
+  }
+};
+
+// int4: byte j holds element j (low nibble) and element j + 64 (high nibble).
+struct Int4 {
+  static constexpr int kBlockElems = 128, kBlockBytes = 68;
+  static constexpr bool kOffsets = true;
+  using Block = Decoded<128, 32>;
+  static HWY_INLINE void Decode(const uint8_t* b, Block& o) {
+    const D8 d8;
+    const float d = Half(b), m = Half(b + 2);
+    for (int g = 0; g < 4; ++g) {
+      o.d[g] = d;
+      o.m[g] = m;
+    }
+    uint8_t* u = reinterpret_cast<uint8_t*>(o.buf);
+    for (size_t l = 0; l < 64; l += hn::Lanes(d8)) {
+      const auto v = hn::LoadU(d8, b + 4 + l);
+      hn::Store(hn::And(v, hn::Set(d8, 0x0F)), d8, u + l);
+      hn::Store(hn::ShiftRight<4>(v), d8, u + 64 + l);
+    }
+  }
+};
+
 // q6_k: sixteen 16-element groups with int8 scales, values 0..63 centred on 32.
 struct Q6_K {
   static constexpr int kBlockElems = 256, kBlockBytes = 210;
@@ -332,6 +368,8 @@ void MatmulQuant(const MatmulArgs& a, int64_t n_begin, int64_t n_end, float* xsu
       return Columns<Q5_0>(a, n_begin, n_end, xsum);
     case DType::kQ6_K:
       return Columns<Q6_K>(a, n_begin, n_end, xsum);
+    case DType::kInt8:
+      return Columns<Int8>(a, n_begin, n_end, xsum);
     default:
       break;
   }
@@ -345,6 +383,8 @@ void MatmulQuant(const MatmulArgs& a, int64_t n_begin, int64_t n_end, float* xsu
       return Columns<QK45<false>>(a, n_begin, n_end, xsum);
     case DType::kQ5_K:
       return Columns<QK45<true>>(a, n_begin, n_end, xsum);
+    case DType::kInt4:
+      return Columns<Int4>(a, n_begin, n_end, xsum);
     default:
       return;
   }
