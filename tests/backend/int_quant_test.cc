@@ -203,7 +203,8 @@ TEST(IntQuantMatmul, MatchesReference) {
         const bool accumulate = (seed & 1) != 0;
         backend().matmul(x.t(), w.view, &bias.t(), y.t(), accumulate);
         reference::matmul(x.t(), w.view, &bias.t(), want.t(), accumulate);
-        EXPECT_LE(max_rel_error(y.t(), want.t()), 1e-5)
+        // x is rounded to int16 per 32-element group: measured up to 2.8e-5 here.
+        EXPECT_LE(max_rel_error(y.t(), want.t()), 1e-4)
             << dtype_name(dtype) << " M=" << m << " K=" << k;
       }
     }

@@ -18,8 +18,10 @@
 namespace specd {
 namespace {
 
-// Relative to max |logit|: f32 on both sides, different summation order.
-constexpr double kTolerance = 1e-4;
+// Relative to max |logit|. specd rounds the activations entering block-quantised matmuls to int16
+// per 32-element group, transformers multiplies in f32; these random-weight models carry large
+// outliers within groups, so the error is larger than on the real models.
+constexpr double kTolerance = 3e-2;  // measured: 4.4e-4 (llama3) to 1.0e-2 (gemma3)
 const std::vector<int32_t> kIds = {1, 17, 200, 3, 99, 45, 45, 128, 7, 255, 0, 64};
 
 class GgufArch : public testing::TestWithParam<std::string> {};

@@ -25,9 +25,10 @@ namespace specd {
 namespace {
 
 // Max |specd - transformers| over max |transformers| of the sampled last-position logits. Both
-// compute in f32 from the same dequantised weights; the difference is summation order (and
-// PyTorch's vs Highway's tanh and exp).
-constexpr double kLogitTolerance = 2e-5;  // measured: 6.1e-7 to 9.8e-7
+// use the same dequantised weights; specd rounds the activations entering block-quantised
+// matmuls to int16 per 32-element group (backend/cpu/quant_matmul.cc), transformers multiplies in
+// f32 (and PyTorch's tanh and exp differ from Highway's).
+constexpr double kLogitTolerance = 5e-4;  // measured: 9.3e-5 to 1.4e-4
 // Where transformers' top two logits were closer than this the order may legitimately flip;
 // the greedy comparison stops at such a step.
 constexpr double kTieMargin = 1e-3;

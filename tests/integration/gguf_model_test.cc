@@ -3,6 +3,8 @@
 // tools/gguf/golden_transformers.py): tokenizer ids, last-position logits, 64 greedy tokens for
 // 20 prompts, and prompt-lookup speculation bit-exact with plain decoding.
 // The model comes from tools/gguf/fetch_models.sh; without it the tests are skipped.
+#include "model/gguf_model.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -15,7 +17,6 @@
 #include "io/json_file.h"
 #include "io/mapped_file.h"
 #include "kv/kv_cache.h"
-#include "model/gguf_model.h"
 #include "model/transformer.h"
 #include "spec/ngram_drafter.h"
 #include "tokenizer/tokenizer.h"
@@ -25,7 +26,9 @@ namespace {
 
 // Max |specd - transformers| over max |transformers| of the last-position logits. Both compute
 // in f32 from the same dequantised weights; the difference is summation order.
-constexpr double kLogitTolerance = 2e-5;  // measured: 1.2e-6 to 1.5e-6
+// specd rounds the activations entering block-quantised matmuls to int16 per 32-element group
+// (see backend/cpu/quant_matmul.cc); transformers multiplies in f32.
+constexpr double kLogitTolerance = 2e-3;  // measured: up to 8.6e-4
 
 std::string model_path() {
   std::string root;
@@ -60,8 +63,8 @@ class GgufSmolLm2 : public testing::Test {
     return std::make_unique<Transformer>(*backend_, config_, store_, limits);
   }
   std::unique_ptr<KvCache> make_cache(int positions) {
-    KvCacheShape shape{config_.n_layers, config_.n_kv_heads, config_.head_dim, 1, positions,
-                       DType::kF32};
+    KvCacheShape shape{config_.n_layers, config_.n_kv_heads, config_.head_dim, 1,
+                       positions,        DType::kF32};
     return std::make_unique<KvCache>(*backend_, shape);
   }
   const Json& records() const { return golden_["records"]; }

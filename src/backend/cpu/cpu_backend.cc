@@ -122,18 +122,30 @@ bool CpuBackend::small_path(const cpu::MatmulArgs& a) {
   return a.m < kGemmMinRows || a.k == 0 || !cpu::have_gemm();
 }
 
-void CpuBackend::small_columns(const cpu::MatmulArgs& a, int64_t begin, int64_t end, int thread) {
+void CpuBackend::small_columns(const cpu::MatmulArgs& a, int64_t begin, int64_t end) {
   if (is_quantized(a.w_dtype)) {
-    cpu::matmul_quant(a, begin, end, scratch_[thread].xsum.data());
+    cpu::matmul_quant(a, quant_x_, begin, end);
   } else {
     cpu::matmul_small(a, begin, end);
   }
 }
 
-void CpuBackend::grow_small_scratch(const cpu::MatmulArgs& a) {
+void CpuBackend::quantize_x(const cpu::MatmulArgs& a) {
   if (!is_quantized(a.w_dtype)) return;
-  const auto size = static_cast<size_t>(cpu::matmul_quant_scratch(a));
-  for (Scratch& s : scratch_) grow(s.xsum, size);
+  grow(quant_x_scratch_, static_cast<size_t>(cpu::matmul_quant_scratch(a)));
+  quant_x_ = cpu::quantize_x(a, quant_x_scratch_.data());
+}
+
+// Small-M columns cost the same only within one weight format, and a core may be taken by
+// someone else for a while: the threads take chunks in turn, about eight each.
+template <typename Fn>
+void CpuBackend::run_columns(int64_t n, int64_t work, const Fn& fn) {
+  if (work < kMinParallelWork || pool_->size() == 1) return fn(int64_t{0}, n);
+  const int64_t chunks = 8 * pool_->size();
+  const int64_t chunk =
+      std::max<int64_t>(kMatmulGrain, (n + chunks - 1) / chunks / kMatmulGrain * kMatmulGrain);
+  pool_->parallel_chunks(
+      n, [&fn](int64_t begin, int64_t end, int) { fn(begin, end); }, chunk);
 }
 
 void CpuBackend::matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y,
@@ -145,10 +157,8 @@ void CpuBackend::matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Te
   if (a.m == 0 || a.n == 0) return;
   const int64_t work = a.m * a.n * std::max<int64_t>(a.k, 1);
   if (small_path(a)) {
-    grow_small_scratch(a);
-    run(
-        a.n, work, [&](int64_t begin, int64_t end, int t) { small_columns(a, begin, end, t); },
-        kMatmulGrain);
+    quantize_x(a);
+    run_columns(a.n, work, [&](int64_t begin, int64_t end) { small_columns(a, begin, end); });
     return;
   }
   if (a.w_dtype != DType::kF32) {
@@ -179,19 +189,22 @@ void CpuBackend::matmul_group(const Tensor& x, std::span<const MatmulPart> parts
     op_checks::matmul(x, *part.w, part.bias, *part.y);
     args[p] = matmul_args(x, *part.w, part.bias, *part.y, false);
     if (!small_path(args[p])) return Backend::matmul_group(x, parts);
-    grow_small_scratch(args[p]);
     first[p + 1] = first[p] + args[p].n;
     work += args[p].m * args[p].n * std::max<int64_t>(args[p].k, 1);
   }
-  run(
-      first[parts.size()], work,
-      [&](int64_t begin, int64_t end, int t) {
-        for (size_t p = 0; p < parts.size(); ++p) {
-          const int64_t lo = std::max(begin, first[p]), hi = std::min(end, first[p + 1]);
-          if (lo < hi) small_columns(args[p], lo - first[p], hi - first[p], t);
-        }
-      },
-      kMatmulGrain);
+  // x is quantised once for all parts (they share it and its k).
+  for (size_t p = 0; p < parts.size(); ++p) {
+    if (is_quantized(args[p].w_dtype)) {
+      quantize_x(args[p]);
+      break;
+    }
+  }
+  run_columns(first[parts.size()], work, [&](int64_t begin, int64_t end) {
+    for (size_t p = 0; p < parts.size(); ++p) {
+      const int64_t lo = std::max(begin, first[p]), hi = std::min(end, first[p + 1]);
+      if (lo < hi) small_columns(args[p], lo - first[p], hi - first[p]);
+    }
+  });
 }
 
 void CpuBackend::rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& y) {

@@ -7,13 +7,10 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/cpu/kernels.h"
 #include "core/thread_pool.h"
 
 namespace specd {
-
-namespace cpu {
-struct MatmulArgs;
-}  // namespace cpu
 
 class CpuBackend final : public Backend {
  public:
@@ -53,15 +50,18 @@ class CpuBackend final : public Backend {
  private:
   // The batch-invariant small-M kernels (rather than the prefill GEMM) take this product.
   static bool small_path(const cpu::MatmulArgs& a);
-  // Columns [begin, end) of a small-M product on pool thread `thread`.
-  void small_columns(const cpu::MatmulArgs& a, int64_t begin, int64_t end, int thread);
-  void grow_small_scratch(const cpu::MatmulArgs& a);
+  // Columns [begin, end) of a small-M product (quantised weights: on quant_x_).
+  void small_columns(const cpu::MatmulArgs& a, int64_t begin, int64_t end);
+  // For quantised weights: a.x into quant_x_, once per product (or group of products).
+  void quantize_x(const cpu::MatmulArgs& a);
+  // Runs fn(begin, end) over the columns [0, n) of a small-M product on the pool.
+  template <typename Fn>
+  void run_columns(int64_t n, int64_t work, const Fn& fn);
 
   // Per-thread buffers, grown (never shrunk) on the calling thread before a parallel loop, so
   // steady-state calls allocate nothing.
   struct Scratch {
     std::vector<float> gemm;       // [gemm_block_rows(K), K] widened weight rows
-    std::vector<float> xsum;       // [M, K / 32] group sums of x for quantised weights
     std::vector<float> scores;     // [kMaxHeadsPerItem, capacity + 128] attention weights
     std::vector<int32_t> entries;  // [capacity] visible cache entries
   };
@@ -84,8 +84,10 @@ class CpuBackend final : public Backend {
   // Below this much work an op runs on the calling thread only (a pool wake-up costs ~1-2 us).
   static constexpr int64_t kMinParallelWork = 1 << 15;
 
-  std::shared_ptr<ThreadPool> pool_;  // shared by the process's CPU backends
-  std::vector<Scratch> scratch_;      // one per pool thread
+  std::shared_ptr<ThreadPool> pool_;    // shared by the process's CPU backends
+  std::vector<Scratch> scratch_;        // one per pool thread
+  std::vector<float> quant_x_scratch_;  // [matmul_quant_scratch] backs quant_x_
+  cpu::QuantizedX quant_x_;             // x of the current product with quantised weights
 };
 
 }  // namespace specd

@@ -26,11 +26,23 @@ struct MatmulArgs {
 // depends only on k (and the SIMD target), never on m or on [n_begin, n_end).
 void matmul_small(const MatmulArgs& args, int64_t n_begin, int64_t n_end);
 
-// The same contract for block-quantised weights (w_stride in elements, a whole number of
-// blocks; k a whole number of blocks). xsum: the calling thread's scratch of
-// matmul_quant_scratch(args) floats (sums of x over 32-element groups).
-void matmul_quant(const MatmulArgs& args, int64_t n_begin, int64_t n_end, float* xsum);
+// x quantised for the block-quantised kernel, per row and 32-element group: x ~= scale * q with
+// q int16 (|q| <= 32767, rounded to nearest), and the exact f32 sum of the group. A group with a
+// non-finite element gets a NaN scale, so the products it enters come out NaN.
+struct QuantizedX {
+  const float* sum = nullptr;    // [m, k / 32] f32
+  const float* scale = nullptr;  // [m, k / 32] f32
+  const int16_t* q = nullptr;    // [m, k] int16
+  int64_t groups = 0;            // k / 32
+};
+
+// Quantises args.x into `scratch` (matmul_quant_scratch(args) floats).
+QuantizedX quantize_x(const MatmulArgs& args, float* scratch);
 int64_t matmul_quant_scratch(const MatmulArgs& args);
+
+// The same contract as matmul_small for block-quantised weights (w_stride in elements, a whole
+// number of blocks; k a whole number of blocks), on x as quantize_x gave it.
+void matmul_quant(const MatmulArgs& args, const QuantizedX& x, int64_t n_begin, int64_t n_end);
 
 // Sets OpenBLAS to one thread (once per process): the pool parallelises over column blocks.
 // True if the build has the OpenBLAS prefill path.

@@ -3,16 +3,18 @@
 // over each weight row for a group of rows of x.
 //
 // Every format is a sequence of groups (16 or 32 elements) of small integers q with
-// w = d_g * q + m_g. A block is decoded to int8 with byte vectors (q8_0 is read in place), and
-//   x · w = sum_g d_g * (sum_{i in g} q_i x_i) + sum_g m_g * (sum_{i in g} x_i),
-// with the group sums of x computed once per call. The symmetric formats (q8_0, q4_0, q5_0,
-// q6_k) fold their centre into q and have no m_g term.
+// w = d_g * q + m_g. x is rounded once per call to int16 codes per 32-element group,
+// x ~= s_g * c (quantize_x; relative error at most 2^-16 of the group's largest |x|), so that
+//   x · w = sum_g d_g * s_g * (sum_{i in g} q_i c_i) + sum_g m_g * (sum_{i in g} x_i),
+// where the inner sums are exact integer pairwise multiply-adds (int16 x int16 -> int32) and the
+// group sums of x are exact f32 sums. A weight block is decoded to int16 codes with u16 vectors
+// (q8_0 and int8 are widened in place). The symmetric formats (q8_0, q4_0, q5_0, q6_k, int8)
+// fold their centre into q and have no m_g term.
 //
 // Every (row m, column n) result is computed by the same operations whatever M, the row group
-// or the thread's column range: per group, q widened to f32 and one FMA per vector of x in
-// element order into a fresh vector, which is scaled by d_g into the row's vector accumulator;
-// then the fixed SumOfLanes reduction, + the m_g terms (a scalar FMA chain in group order),
-// + bias, then y + result.
+// or the thread's column range: per group, the integer sum converted to f32, times s_g, FMA'd
+// with d_g into the row's vector accumulator; then the fixed SumOfLanes reduction, + the m_g
+// terms (a scalar FMA chain in group order), + bias, then y + result.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "backend/cpu/quant_matmul.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
@@ -22,6 +24,7 @@
 //
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "backend/cpu/kernels.h"
 #include "backend/quant_ref.h"
@@ -38,10 +41,14 @@ constexpr int kRowsPerPass = 5;
 // Elements per m_g group (every format with offsets has 32-element groups).
 constexpr int64_t kOffsetGroup = 32;
 
-// f32 vectors of at most 16 lanes (a 16-element group is at least one whole vector).
-using DF = hn::CappedTag<float, 16>;
-// Byte vectors of up to 32 lanes for the decoding (one 32-element block per 256-bit vector).
-using D8 = hn::CappedTag<uint8_t, 32>;
+// x's int16 codes (at most 16 lanes: a 16-element group is at least one whole vector), the
+// int32 lanes of their pairwise products, and f32 vectors of as many lanes.
+using DI16 = hn::CappedTag<int16_t, 16>;
+using DI32 = hn::Repartition<int32_t, DI16>;
+using DF = hn::Rebind<float, DI32>;
+// Weight codes are decoded as u16 lanes from bytes half as wide.
+using DU16 = hn::Rebind<uint16_t, DI16>;
+using DU8 = hn::Rebind<uint8_t, DI16>;
 
 // f16 at p (unaligned) -> f32, with the target's conversion instruction where it has one.
 HWY_INLINE float Half(const uint8_t* p) {
@@ -50,122 +57,129 @@ HWY_INLINE float Half(const uint8_t* p) {
   return hn::GetLane(hn::PromoteTo(d1, hn::LoadU(dh, reinterpret_cast<const hwy::float16_t*>(p))));
 }
 
-// A decoded block: q (int8, element order) and per group the scale d and offset m.
+// A decoded block: q (int16 codes, element order; q8_0 and int8 point q8 at the weight bytes
+// instead) and per group the scale d and offset m.
 template <int kElems, int kGroupElems>
 struct Decoded {
   static constexpr int kGroup = kGroupElems;
   static constexpr int kGroups = kElems / kGroupElems;
-  HWY_ALIGN int8_t buf[kElems];
-  const int8_t* q = buf;  // buf, or the weight bytes themselves (q8_0)
+  HWY_ALIGN int16_t q[kElems];
+  const int8_t* q8 = nullptr;
   float d[kGroups];
   float m[kGroups];
 };
 
+// Stores code - centre of every u16 lane to u (int16).
+HWY_INLINE void StoreCodes(hn::Vec<DU16> v, uint16_t centre, int16_t* HWY_RESTRICT u) {
+  const DI16 d16;
+  hn::Store(hn::BitCast(d16, hn::Sub(v, hn::Set(DU16(), centre))), d16, u);
+}
+
+// The u16 lanes of 16 (or, on narrower targets, fewer) bytes at p.
+HWY_INLINE hn::Vec<DU16> Bytes(const uint8_t* HWY_RESTRICT p) {
+  return hn::PromoteTo(DU16(), hn::LoadU(DU8(), p));
+}
+
+// 16 where bit `bit` of lane h is set, else 0.
+HWY_INLINE hn::Vec<DU16> Sixteen(hn::Vec<DU16> h, hn::Vec<DU16> bit) {
+  return hn::IfThenElseZero(hn::TestBit(h, bit), hn::Set(DU16(), 16));
+}
+
 // The 32 elements of a nibble block from its 16 bytes b: element e is the low nibble of byte e
 // for e < 16 and the high nibble of byte e - 16 otherwise, plus 16 where bit e of the
-// little-endian 32-bit word at qh is set (kFive: the fifth bit of q5_0 / q5_1), minus c
-// (wrapping bytes), stored to u[0..32).
+// little-endian 32-bit word at qh is set (kFive: the fifth bit of q5_0 / q5_1), minus c.
 template <bool kFive>
-HWY_INLINE void Nibbles(const uint8_t* HWY_RESTRICT b, const uint8_t* HWY_RESTRICT qh, uint8_t c,
-                        uint8_t* HWY_RESTRICT u) {
-  const D8 d8;
-  const hn::Repartition<uint32_t, D8> d32;
-  // Lane e: whether it takes the high nibble; which qh byte and bit hold its fifth bit.
-  HWY_ALIGN static constexpr uint8_t kHigh[32] = {0,    0,    0,    0,    0,    0,    0,    0,
-                                                  0,    0,    0,    0,    0,    0,    0,    0,
-                                                  0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF,
-                                                  0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF};
-  HWY_ALIGN static constexpr uint8_t kByte[32] = {0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
-                                                  2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3};
-  HWY_ALIGN static constexpr uint8_t kBit[32] = {1,  2,   4,  8,  16,  32, 64, 128, 1,  2,  4,
-                                                 8,  16,  32, 64, 128, 1,  2,  4,   8,  16, 32,
-                                                 64, 128, 1,  2,  4,   8,  16, 32,  64, 128};
-  // The 16 bytes in every 128-bit block (a 256-bit vector covers all 32 elements at once).
-  const auto v = hn::LoadDup128(d8, b);
-  const auto low = hn::And(v, hn::Set(d8, 0x0F)), high = hn::ShiftRight<4>(v);
-  const auto centre = hn::Set(d8, c);
-  [[maybe_unused]] hn::Vec<D8> bytes;
-  if constexpr (kFive) {
-    uint32_t word;
-    std::memcpy(&word, qh, 4);
-    bytes = hn::BitCast(d8, hn::Set(d32, word));
-  }
-  for (size_t e = 0; e < 32; e += hn::Lanes(d8)) {
-    auto q = hn::IfThenElse(hn::MaskFromVec(hn::Load(d8, kHigh + e)), high, low);
+HWY_INLINE void Nibbles(const uint8_t* HWY_RESTRICT b, const uint8_t* HWY_RESTRICT qh, uint16_t c,
+                        int16_t* HWY_RESTRICT u) {
+  const DU16 du;
+  HWY_ALIGN static constexpr uint16_t kBit[16] = {1,   2,   4,    8,    16,   32,   64,    128,
+                                                  256, 512, 1024, 2048, 4096, 8192, 16384, 32768};
+  [[maybe_unused]] uint32_t word = 0;
+  if constexpr (kFive) std::memcpy(&word, qh, 4);
+  for (size_t e = 0; e < 16; e += hn::Lanes(du)) {
+    auto lo = hn::And(Bytes(b + e), hn::Set(du, 0x0F));
+    auto hi = hn::ShiftRight<4>(Bytes(b + e));
     if constexpr (kFive) {
-      const auto h = hn::TableLookupBytes(bytes, hn::Load(d8, kByte + e));
-      q = hn::Or(q, hn::IfThenElseZero(hn::TestBit(h, hn::Load(d8, kBit + e)), hn::Set(d8, 16)));
+      const auto bit = hn::Load(du, kBit + e);
+      lo = hn::Or(lo, Sixteen(hn::Set(du, static_cast<uint16_t>(word)), bit));
+      hi = hn::Or(hi, Sixteen(hn::Set(du, static_cast<uint16_t>(word >> 16)), bit));
     }
-    hn::Store(hn::Sub(q, centre), d8, u + e);
+    StoreCodes(lo, c, u + e);
+    StoreCodes(hi, c, u + 16 + e);
   }
 }
 
-// One struct per format: kBlockElems, kBlockBytes, kOffsets and Decode(block, out).
-struct Q8_0 {
+// One struct per format: kBlockElems, kBlockBytes, kOffsets, kInt8Codes (the block holds its
+// codes as int8 bytes, read in place) and Decode(block, out).
+struct Format {
+  static constexpr bool kInt8Codes = false;
+};
+
+struct Q8_0 : Format {
+  static constexpr bool kInt8Codes = true;
   static constexpr int kBlockElems = 32, kBlockBytes = 34;
   static constexpr bool kOffsets = false;
   using Block = Decoded<32, 32>;
   static HWY_INLINE void Decode(const uint8_t* b, Block& o) {
     o.d[0] = Half(b);
-    o.q = reinterpret_cast<const int8_t*>(b + 2);
+    o.q8 = reinterpret_cast<const int8_t*>(b + 2);
   }
 };
 
-struct Q4_0 {
+struct Q4_0 : Format {
   static constexpr int kBlockElems = 32, kBlockBytes = 18;
   static constexpr bool kOffsets = false;
   using Block = Decoded<32, 32>;
   static HWY_INLINE void Decode(const uint8_t* b, Block& o) {
     o.d[0] = Half(b);
-    Nibbles<false>(b + 2, nullptr, 8, reinterpret_cast<uint8_t*>(o.buf));
+    Nibbles<false>(b + 2, nullptr, 8, o.q);
   }
 };
 
-struct Q4_1 {
+struct Q4_1 : Format {
   static constexpr int kBlockElems = 32, kBlockBytes = 20;
   static constexpr bool kOffsets = true;
   using Block = Decoded<32, 32>;
   static HWY_INLINE void Decode(const uint8_t* b, Block& o) {
     o.d[0] = Half(b);
     o.m[0] = Half(b + 2);
-    Nibbles<false>(b + 4, nullptr, 0, reinterpret_cast<uint8_t*>(o.buf));
+    Nibbles<false>(b + 4, nullptr, 0, o.q);
   }
 };
 
-struct Q5_0 {
+struct Q5_0 : Format {
   static constexpr int kBlockElems = 32, kBlockBytes = 22;
   static constexpr bool kOffsets = false;
   using Block = Decoded<32, 32>;
   static HWY_INLINE void Decode(const uint8_t* b, Block& o) {
     o.d[0] = Half(b);
-    Nibbles<true>(b + 6, b + 2, 16, reinterpret_cast<uint8_t*>(o.buf));
+    Nibbles<true>(b + 6, b + 2, 16, o.q);
   }
 };
 
-struct Q5_1 {
+struct Q5_1 : Format {
   static constexpr int kBlockElems = 32, kBlockBytes = 24;
   static constexpr bool kOffsets = true;
   using Block = Decoded<32, 32>;
   static HWY_INLINE void Decode(const uint8_t* b, Block& o) {
     o.d[0] = Half(b);
     o.m[0] = Half(b + 2);
-    Nibbles<true>(b + 8, b + 4, 0, reinterpret_cast<uint8_t*>(o.buf));
+    Nibbles<true>(b + 8, b + 4, 0, o.q);
   }
 };
 
 // q4_k (kFive = false) and q5_k: eight 32-element groups with 6-bit scales and mins.
 template <bool kFive>
-struct QK45 {
+struct QK45 : Format {
   static constexpr int kBlockElems = 256, kBlockBytes = kFive ? 176 : 144;
   static constexpr bool kOffsets = true;
   using Block = Decoded<256, 32>;
   static HWY_INLINE void Decode(const uint8_t* b, Block& o) {
-    const D8 d8;
+    const DU16 du;
     const float d = Half(b), dmin = Half(b + 2);
     const uint8_t* scales = b + 4;
     const uint8_t* qh = b + 16;
     const uint8_t* q = b + (kFive ? 48 : 16);
-    uint8_t* u = reinterpret_cast<uint8_t*>(o.buf);
     for (int j = 0; j < 8; ++j) {
       uint8_t sc, mn;
       k_quant_scale_min(j, scales, &sc, &mn);
@@ -173,19 +187,16 @@ struct QK45 {
       o.m[j] = -(dmin * mn);
     }
     for (int j = 0; j < 8; j += 2, q += 32) {
-      for (size_t l = 0; l < 32; l += hn::Lanes(d8)) {
-        const auto v = hn::LoadU(d8, q + l);
-        auto lo = hn::And(v, hn::Set(d8, 0x0F)), hi = hn::ShiftRight<4>(v);
+      for (size_t l = 0; l < 32; l += hn::Lanes(du)) {
+        const auto v = Bytes(q + l);
+        auto lo = hn::And(v, hn::Set(du, 0x0F)), hi = hn::ShiftRight<4>(v);
         if constexpr (kFive) {
-          const auto h = hn::LoadU(d8, qh + l);
-          const auto sixteen = hn::Set(d8, 16);
-          lo = hn::Or(lo,
-                      hn::IfThenElseZero(hn::TestBit(h, hn::Set(d8, uint8_t(1u << j))), sixteen));
-          hi = hn::Or(hi,
-                      hn::IfThenElseZero(hn::TestBit(h, hn::Set(d8, uint8_t(2u << j))), sixteen));
+          const auto h = Bytes(qh + l);
+          lo = hn::Or(lo, Sixteen(h, hn::Set(du, static_cast<uint16_t>(1u << j))));
+          hi = hn::Or(hi, Sixteen(h, hn::Set(du, static_cast<uint16_t>(2u << j))));
         }
-        hn::Store(lo, d8, u + 32 * j + l);
-        hn::Store(hi, d8, u + 32 * j + 32 + l);
+        StoreCodes(lo, 0, o.q + 32 * j + l);
+        StoreCodes(hi, 0, o.q + 32 * j + 32 + l);
       }
     }
   }
@@ -193,7 +204,8 @@ struct QK45 {
 
 // specd's load-time formats (backend/quant_ref.h): 128-element blocks, one scale (int4: and
 // min) per block, here repeated over four 32-element groups.
-struct Int8 {
+struct Int8 : Format {
+  static constexpr bool kInt8Codes = true;
   static constexpr int kBlockElems = 128, kBlockBytes = 132;
   static constexpr bool kOffsets = false;
   using Block = Decoded<128, 32>;
@@ -201,94 +213,121 @@ struct Int8 {
     float d;
     std::memcpy(&d, b, 4);
     for (float& g : o.d) g = d;
-    o.q = reinterpret_cast<const int8_t*>(b + 4);
+    o.q8 = reinterpret_cast<const int8_t*>(b + 4);
   }
 };
 
 // int4: byte j holds element j (low nibble) and element j + 64 (high nibble).
-struct Int4 {
+struct Int4 : Format {
   static constexpr int kBlockElems = 128, kBlockBytes = 68;
   static constexpr bool kOffsets = true;
   using Block = Decoded<128, 32>;
   static HWY_INLINE void Decode(const uint8_t* b, Block& o) {
-    const D8 d8;
+    const DU16 du;
     const float d = Half(b), m = Half(b + 2);
     for (int g = 0; g < 4; ++g) {
       o.d[g] = d;
       o.m[g] = m;
     }
-    uint8_t* u = reinterpret_cast<uint8_t*>(o.buf);
-    for (size_t l = 0; l < 64; l += hn::Lanes(d8)) {
-      const auto v = hn::LoadU(d8, b + 4 + l);
-      hn::Store(hn::And(v, hn::Set(d8, 0x0F)), d8, u + l);
-      hn::Store(hn::ShiftRight<4>(v), d8, u + 64 + l);
+    for (size_t l = 0; l < 64; l += hn::Lanes(du)) {
+      const auto v = Bytes(b + 4 + l);
+      StoreCodes(hn::And(v, hn::Set(du, 0x0F)), 0, o.q + l);
+      StoreCodes(hn::ShiftRight<4>(v), 0, o.q + 64 + l);
     }
   }
 };
 
 // q6_k: sixteen 16-element groups with int8 scales, values 0..63 centred on 32.
-struct Q6_K {
+struct Q6_K : Format {
   static constexpr int kBlockElems = 256, kBlockBytes = 210;
   static constexpr bool kOffsets = false;
   using Block = Decoded<256, 16>;
   static HWY_INLINE void Decode(const uint8_t* b, Block& o) {
-    const D8 d8;
+    const DU16 du;
     const uint8_t* ql = b;
     const uint8_t* qh = b + 128;
     const int8_t* sc = reinterpret_cast<const int8_t*>(b + 192);
     const float d = Half(b + 208);
     for (int g = 0; g < 16; ++g) o.d[g] = d * sc[g];
-    uint8_t* u = reinterpret_cast<uint8_t*>(o.buf);
-    const auto low4 = hn::Set(d8, 0x0F), three = hn::Set(d8, 3), centre = hn::Set(d8, 32);
+    const auto low4 = hn::Set(du, 0x0F), three = hn::Set(du, 3);
+    int16_t* u = o.q;
     for (int n = 0; n < 256; n += 128, ql += 64, qh += 32) {
-      for (size_t l = 0; l < 32; l += hn::Lanes(d8)) {
-        const auto a = hn::LoadU(d8, ql + l), c = hn::LoadU(d8, ql + l + 32);
-        const auto h = hn::LoadU(d8, qh + l);
+      for (size_t l = 0; l < 32; l += hn::Lanes(du)) {
+        const auto a = Bytes(ql + l), c = Bytes(ql + l + 32);
+        const auto h = Bytes(qh + l);
         const auto h0 = hn::ShiftLeft<4>(hn::And(h, three));
         const auto h2 = hn::ShiftLeft<4>(hn::And(hn::ShiftRight<2>(h), three));
         const auto h4 = hn::ShiftLeft<4>(hn::And(hn::ShiftRight<4>(h), three));
         const auto h6 = hn::ShiftLeft<4>(hn::ShiftRight<6>(h));
-        hn::Store(hn::Sub(hn::Or(hn::And(a, low4), h0), centre), d8, u + n + l);
-        hn::Store(hn::Sub(hn::Or(hn::And(c, low4), h2), centre), d8, u + n + l + 32);
-        hn::Store(hn::Sub(hn::Or(hn::ShiftRight<4>(a), h4), centre), d8, u + n + l + 64);
-        hn::Store(hn::Sub(hn::Or(hn::ShiftRight<4>(c), h6), centre), d8, u + n + l + 96);
+        StoreCodes(hn::Or(hn::And(a, low4), h0), 32, u + n + l);
+        StoreCodes(hn::Or(hn::And(c, low4), h2), 32, u + n + l + 32);
+        StoreCodes(hn::Or(hn::ShiftRight<4>(a), h4), 32, u + n + l + 64);
+        StoreCodes(hn::Or(hn::ShiftRight<4>(c), h6), 32, u + n + l + 96);
       }
     }
   }
 };
 
-// xsum[i * groups + g] = sum of x[i][32 g .. 32 g + 31] for rows i < m (one vector sum per
-// group, then SumOfLanes).
-void GroupSums(const MatmulArgs& a, float* xsum) {
+QuantizedX QuantizeX(const MatmulArgs& a, float* scratch) {
   const DF d;
+  const hn::Rebind<int16_t, DF> d16;
   const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
   const int64_t groups = a.k / kOffsetGroup;
+  float* sum = scratch;
+  float* scale = scratch + a.m * groups;
+  int16_t* q = reinterpret_cast<int16_t*>(scratch + 2 * a.m * groups);
   for (int64_t i = 0; i < a.m; ++i) {
-    const float* x = a.x + i * a.x_stride;
     for (int64_t g = 0; g < groups; ++g) {
-      auto s = hn::LoadU(d, x + g * kOffsetGroup);
-      for (int64_t j = lanes; j < kOffsetGroup; j += lanes) {
-        s = hn::Add(s, hn::LoadU(d, x + g * kOffsetGroup + j));
+      const float* x = a.x + i * a.x_stride + g * kOffsetGroup;
+      auto s = hn::Zero(d), top = hn::Zero(d);
+      for (int64_t j = 0; j < kOffsetGroup; j += lanes) {
+        const auto v = hn::LoadU(d, x + j);
+        s = hn::Add(s, v);
+        top = hn::Max(top, hn::Abs(v));
       }
-      xsum[i * groups + g] = hn::GetLane(hn::SumOfLanes(d, s));
+      const int64_t ig = i * groups + g;
+      sum[ig] = hn::GetLane(hn::SumOfLanes(d, s));
+      const float amax = hn::GetLane(hn::MaxOfLanes(d, top));
+      float inv = amax > 0.0f ? 32767.0f / amax : 0.0f;
+      scale[ig] = amax / 32767.0f;
+      if (!std::isfinite(sum[ig]) || !std::isfinite(amax)) {
+        scale[ig] = std::numeric_limits<float>::quiet_NaN();
+        inv = 0.0f;
+      }
+      const auto vinv = hn::Set(d, inv);
+      for (int64_t j = 0; j < kOffsetGroup; j += lanes) {
+        const auto r = hn::NearestInt(hn::Mul(hn::LoadU(d, x + j), vinv));
+        hn::StoreU(hn::DemoteTo(d16, r), d16, q + ig * kOffsetGroup + j);
+      }
     }
   }
+  return {sum, scale, q, groups};
 }
 
+// Per group: q (int8 -> int16) times x's int16 codes, summed exactly in int32 lanes by
+// pairwise multiply-adds; converted to f32, times x's group scale, FMA'd with d_g into the row's
+// vector accumulator.
 template <class F, int MR>
 HWY_INLINE void Column(const MatmulArgs& a, int64_t m0, int64_t n, size_t row_bytes,
-                       const float* xsum) {
+                       const QuantizedX& xq) {
   const DF d;
-  const hn::Rebind<int32_t, DF> di;
-  const hn::Rebind<int8_t, DF> d8;
+  const DI16 d16;
+  const DI32 d32;
+  const hn::Rebind<int8_t, DI16> d8;
   using V = hn::Vec<DF>;
+  using VI = hn::Vec<DI32>;
   using Block = typename F::Block;
   constexpr int kGroup = Block::kGroup;
-  const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
-  const int64_t offset_groups = a.k / kOffsetGroup;
+  const int64_t lanes16 = static_cast<int64_t>(hn::Lanes(d16));
   const uint8_t* w = static_cast<const uint8_t*>(a.w) + static_cast<size_t>(n) * row_bytes;
-  const float* x[MR];
-  for (int i = 0; i < MR; ++i) x[i] = a.x + (m0 + i) * a.x_stride;
+  const int16_t* x[MR];
+  const float* scale[MR];
+  const float* sum[MR];
+  for (int i = 0; i < MR; ++i) {
+    x[i] = xq.q + (m0 + i) * a.k;
+    scale[i] = xq.scale + (m0 + i) * xq.groups;
+    sum[i] = xq.sum + (m0 + i) * xq.groups;
+  }
   V acc[MR];
   float off[MR];
   for (int i = 0; i < MR; ++i) {
@@ -302,22 +341,29 @@ HWY_INLINE void Column(const MatmulArgs& a, int64_t m0, int64_t n, size_t row_by
     }
     F::Decode(w, blk);
     for (int g = 0; g < Block::kGroups; ++g) {
-      const int8_t* q = blk.q + g * kGroup;
       const int64_t k = k0 + g * kGroup;
-      V sum[MR];
-      const V w0 = hn::ConvertTo(d, hn::PromoteTo(di, hn::LoadU(d8, q)));
-      for (int i = 0; i < MR; ++i) sum[i] = hn::Mul(w0, hn::LoadU(d, x[i] + k));
-      for (int64_t j = lanes; j < kGroup; j += lanes) {
-        const V wj = hn::ConvertTo(d, hn::PromoteTo(di, hn::LoadU(d8, q + j)));
-        for (int i = 0; i < MR; ++i) sum[i] = hn::MulAdd(wj, hn::LoadU(d, x[i] + k + j), sum[i]);
-      }
-      const V scale = hn::Set(d, blk.d[g]);
-      for (int i = 0; i < MR; ++i) acc[i] = hn::MulAdd(sum[i], scale, acc[i]);
-      if constexpr (F::kOffsets) {
-        const int64_t og = k / kOffsetGroup;
-        for (int i = 0; i < MR; ++i) {
-          off[i] = std::fma(blk.m[g], xsum[(m0 + i) * offset_groups + og], off[i]);
+      VI dot[MR], odd[MR];
+      for (int i = 0; i < MR; ++i) dot[i] = odd[i] = hn::Zero(d32);
+      for (int64_t j = 0; j < kGroup; j += lanes16) {
+        hn::Vec<DI16> wj;
+        if constexpr (F::kInt8Codes) {
+          wj = hn::PromoteTo(d16, hn::LoadU(d8, blk.q8 + g * kGroup + j));
+        } else {
+          wj = hn::Load(d16, blk.q + g * kGroup + j);
         }
+        for (int i = 0; i < MR; ++i) {
+          dot[i] =
+              hn::ReorderWidenMulAccumulate(d32, wj, hn::LoadU(d16, x[i] + k + j), dot[i], odd[i]);
+        }
+      }
+      const V wscale = hn::Set(d, blk.d[g]);
+      const int64_t og = k / kOffsetGroup;
+      for (int i = 0; i < MR; ++i) {
+        const V xdot = hn::ConvertTo(d, hn::RearrangeToOddPlusEven(dot[i], odd[i]));
+        acc[i] = hn::MulAdd(hn::Mul(xdot, hn::Set(d, scale[i][og])), wscale, acc[i]);
+      }
+      if constexpr (F::kOffsets) {
+        for (int i = 0; i < MR; ++i) off[i] = std::fma(blk.m[g], sum[i][og], off[i]);
       }
     }
   }
@@ -332,25 +378,25 @@ HWY_INLINE void Column(const MatmulArgs& a, int64_t m0, int64_t n, size_t row_by
 }
 
 template <class F>
-void Columns(const MatmulArgs& a, int64_t n_begin, int64_t n_end, const float* xsum) {
+void Columns(const MatmulArgs& a, int64_t n_begin, int64_t n_end, const QuantizedX& xq) {
   const size_t row_bytes = dtype_row_bytes(a.w_dtype, a.w_stride);
   for (int64_t n = n_begin; n < n_end; ++n) {
     int64_t m = 0;
     for (; m + kRowsPerPass <= a.m; m += kRowsPerPass) {
-      Column<F, kRowsPerPass>(a, m, n, row_bytes, xsum);
+      Column<F, kRowsPerPass>(a, m, n, row_bytes, xq);
     }
     switch (a.m - m) {
       case 4:
-        Column<F, 4>(a, m, n, row_bytes, xsum);
+        Column<F, 4>(a, m, n, row_bytes, xq);
         break;
       case 3:
-        Column<F, 3>(a, m, n, row_bytes, xsum);
+        Column<F, 3>(a, m, n, row_bytes, xq);
         break;
       case 2:
-        Column<F, 2>(a, m, n, row_bytes, xsum);
+        Column<F, 2>(a, m, n, row_bytes, xq);
         break;
       case 1:
-        Column<F, 1>(a, m, n, row_bytes, xsum);
+        Column<F, 1>(a, m, n, row_bytes, xq);
         break;
       default:
         break;
@@ -358,33 +404,28 @@ void Columns(const MatmulArgs& a, int64_t n_begin, int64_t n_end, const float* x
   }
 }
 
-void MatmulQuant(const MatmulArgs& a, int64_t n_begin, int64_t n_end, float* xsum) {
+void MatmulQuant(const MatmulArgs& a, const QuantizedX& xq, int64_t n_begin, int64_t n_end) {
   switch (a.w_dtype) {
     case DType::kQ8_0:
-      return Columns<Q8_0>(a, n_begin, n_end, xsum);
+      return Columns<Q8_0>(a, n_begin, n_end, xq);
     case DType::kQ4_0:
-      return Columns<Q4_0>(a, n_begin, n_end, xsum);
-    case DType::kQ5_0:
-      return Columns<Q5_0>(a, n_begin, n_end, xsum);
-    case DType::kQ6_K:
-      return Columns<Q6_K>(a, n_begin, n_end, xsum);
-    case DType::kInt8:
-      return Columns<Int8>(a, n_begin, n_end, xsum);
-    default:
-      break;
-  }
-  GroupSums(a, xsum);
-  switch (a.w_dtype) {
+      return Columns<Q4_0>(a, n_begin, n_end, xq);
     case DType::kQ4_1:
-      return Columns<Q4_1>(a, n_begin, n_end, xsum);
+      return Columns<Q4_1>(a, n_begin, n_end, xq);
+    case DType::kQ5_0:
+      return Columns<Q5_0>(a, n_begin, n_end, xq);
     case DType::kQ5_1:
-      return Columns<Q5_1>(a, n_begin, n_end, xsum);
+      return Columns<Q5_1>(a, n_begin, n_end, xq);
     case DType::kQ4_K:
-      return Columns<QK45<false>>(a, n_begin, n_end, xsum);
+      return Columns<QK45<false>>(a, n_begin, n_end, xq);
     case DType::kQ5_K:
-      return Columns<QK45<true>>(a, n_begin, n_end, xsum);
+      return Columns<QK45<true>>(a, n_begin, n_end, xq);
+    case DType::kQ6_K:
+      return Columns<Q6_K>(a, n_begin, n_end, xq);
+    case DType::kInt8:
+      return Columns<Int8>(a, n_begin, n_end, xq);
     case DType::kInt4:
-      return Columns<Int4>(a, n_begin, n_end, xsum);
+      return Columns<Int4>(a, n_begin, n_end, xq);
     default:
       return;
   }
@@ -397,13 +438,21 @@ HWY_AFTER_NAMESPACE();
 #if HWY_ONCE
 namespace specd::cpu {
 
+HWY_EXPORT(QuantizeX);
 HWY_EXPORT(MatmulQuant);
 
-void matmul_quant(const MatmulArgs& args, int64_t n_begin, int64_t n_end, float* xsum) {
-  HWY_DYNAMIC_DISPATCH(MatmulQuant)(args, n_begin, n_end, xsum);
+QuantizedX quantize_x(const MatmulArgs& args, float* scratch) {
+  return HWY_DYNAMIC_DISPATCH(QuantizeX)(args, scratch);
 }
 
-int64_t matmul_quant_scratch(const MatmulArgs& args) { return args.m * (args.k / 32); }
+void matmul_quant(const MatmulArgs& args, const QuantizedX& x, int64_t n_begin, int64_t n_end) {
+  HWY_DYNAMIC_DISPATCH(MatmulQuant)(args, x, n_begin, n_end);
+}
+
+// QuantizeX's sums, scales (f32) and int16 codes.
+int64_t matmul_quant_scratch(const MatmulArgs& args) {
+  return 2 * args.m * (args.k / 32) + (args.m * args.k + 1) / 2;
+}
 
 }  // namespace specd::cpu
 #endif  // HWY_ONCE
