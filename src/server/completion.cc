@@ -8,8 +8,10 @@
 #include <random>
 
 #include "core/error.h"
+#include "core/log.h"
 #include "core/timer.h"
 #include "server/api_error.h"
+#include "server/client_connection.h"
 #include "server/request.h"
 #include "server/responses.h"
 #include "server/server.h"
@@ -28,6 +30,19 @@ struct Channel {
   bool done = false;
   GenerationResult result;  // valid when done (tokens are not kept)
 };
+
+// How often a non-streamed request checks that its client is still connected.
+constexpr auto kClientCheckInterval = std::chrono::milliseconds(100);
+// The status recorded for a request whose client went away before its answer ("client closed
+// request", as nginx logs it); the client never sees it.
+constexpr int kClientClosedStatus = 499;
+
+// Frees the request's engine slot because its client went away (logged once).
+void cancel_for_disconnect(BatchRequest& request, const std::string& id) {
+  if (!request.cancelled.exchange(true)) {
+    SPECD_LOG_INFO("{}: the client disconnected; generation cancelled", id);
+  }
+}
 
 std::string finish_reason_of(const std::string& engine_reason) {
   return engine_reason == "length" ? "length" : "stop";
@@ -177,8 +192,19 @@ void Server::handle_completion(const httplib::Request& http_request, httplib::Re
   const Tokenizer& tokenizer = *model_.tokenizer;
 
   if (!api.stream) {
+    // httplib tells a handler nothing about its connection, so look at the socket while waiting.
+    ClientWatch client({http_request.local_addr, http_request.local_port, http_request.remote_addr,
+                        http_request.remote_port});
     std::unique_lock<std::mutex> lock(channel->mutex);
-    channel->ready.wait(lock, [&] { return channel->done; });
+    while (!channel->ready.wait_for(lock, kClientCheckInterval, [&] { return channel->done; })) {
+      lock.unlock();
+      const bool connected = client.connected();
+      lock.lock();
+      if (!connected && !channel->done) {
+        cancel_for_disconnect(*request, info.id);
+        return send_error(response, kClientClosedStatus, "the client closed the connection");
+      }
+    }
     const std::string& reason = channel->result.finish_reason;
     if (reason.rfind("error", 0) == 0) return send_error(response, 500, reason);
     if (reason == "cancelled") return send_error(response, 503, "the request was cancelled");
@@ -245,15 +271,15 @@ void Server::handle_completion(const httplib::Request& http_request, httplib::Re
         if (!out.empty()) {
           state->last_write = now_seconds();
           if (!sink.write(out.data(), out.size())) {
-            request->cancelled.store(true);
+            cancel_for_disconnect(*request, info.id);
             return false;
           }
         }
         if (state->finished) sink.done();
         return true;
       },
-      [request](bool success) {
-        if (!success) request->cancelled.store(true);
+      [request, id = info.id](bool success) {
+        if (!success) cancel_for_disconnect(*request, id);
       });
 }
 
