@@ -189,5 +189,27 @@ TEST(ArgmaxRows, PicksTheFirstLargestLogitLikeASequentialScan) {
   EXPECT_THROW(backend().argmax_rows(logits.t(), wrong.t()), Error);
 }
 
+// Long rows go through the vector path: random rows with the maximum (tied, or next to NaNs and
+// infinities) in vector bodies and in the tail, against the reference scan.
+TEST(ArgmaxRows, LongRowsMatchTheReference) {
+  const float nan = std::nanf(""), inf = INFINITY;
+  for (int64_t cols : {7, 8, 33, 1000, 4099}) {
+    HostTensor logits = HostTensor(DType::kF32, 8, cols).random(static_cast<uint32_t>(cols));
+    auto row = [&](int64_t r) { return logits.t().row<float>(r); };
+    row(1)[cols - 1] = 9.0f;                           // the last column
+    row(2)[cols / 2] = 9.0f, row(2)[cols - 1] = 9.0f;  // a tie: the first
+    row(3)[cols / 3] = nan, row(3)[cols / 2] = 9.0f;
+    row(4)[0] = nan;
+    row(5)[cols / 2] = inf, row(5)[cols - 1] = inf;
+    std::fill(row(6), row(6) + cols, -inf);
+    std::fill(row(7), row(7) + cols, nan);
+    row(7)[cols - 1] = 1.0f, row(7)[0] = 0.5f;
+    HostTensor got(DType::kI32, 1, 8), want(DType::kI32, 1, 8);
+    backend().argmax_rows(logits.t(), got.t());
+    reference::argmax_rows(logits.t(), want.t());
+    for (int r = 0; r < 8; ++r) EXPECT_EQ(got.i32()[r], want.i32()[r]) << cols << " row " << r;
+  }
+}
+
 }  // namespace
 }  // namespace specd

@@ -82,6 +82,9 @@ void silu_mul_row(const float* gate, const float* up, float* out, int64_t n);
 // out = gelu_tanh(gate) * up (PyTorch's tanh approximation of GELU), n elements.
 void gelu_tanh_mul_row(const float* gate, const float* up, float* out, int64_t n);
 
+// The first index of the largest element of x[0..n) (n >= 1), ignoring NaNs; 0 if x[0] is NaN.
+int64_t argmax_row(const float* x, int64_t n);
+
 // x *= s, n elements.
 void scale_row(float* x, int64_t n, float s);
 

@@ -1,4 +1,5 @@
-// Element-wise CPU kernels (Highway) for Gemma: GELU-tanh gated product, scaling, addition.
+// Element-wise CPU kernels (Highway): GELU-tanh gated product, scaling and addition (Gemma),
+// and the greedy argmax of a logits row.
 // Each element is computed on its own, so results do not depend on the row count or split.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "backend/cpu/pointwise.cc"
@@ -7,6 +8,9 @@
 #include "hwy/contrib/math/math-inl.h"
 #include "hwy/highway.h"
 //
+#include <cmath>
+#include <limits>
+
 #include "backend/cpu/kernels.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -60,6 +64,35 @@ void AddRow(const float* x, float* y, int64_t n) {
   for (; i < n; ++i) y[i] += x[i];
 }
 
+// The first index of the largest element of x[0..n), ignoring NaNs, as reference::argmax_rows
+// picks it (0 if x[0] is NaN): a vector max over the non-NaN elements, then a scan for the first
+// element equal to it.
+int64_t ArgmaxRow(const float* x, int64_t n) {
+  if (std::isnan(x[0])) return 0;
+  const hn::ScalableTag<float> d;
+  const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
+  const auto low = hn::Set(d, -std::numeric_limits<float>::infinity());
+  auto top = low;
+  int64_t i = 0;
+  for (; i + lanes <= n; i += lanes) {
+    const auto v = hn::LoadU(d, x + i);
+    top = hn::Max(top, hn::IfThenElse(hn::IsNaN(v), low, v));
+  }
+  float best = hn::GetLane(hn::MaxOfLanes(d, top));
+  for (; i < n; ++i) {
+    if (x[i] > best) best = x[i];
+  }
+  const auto vbest = hn::Set(d, best);
+  for (i = 0; i + lanes <= n; i += lanes) {
+    const intptr_t first = hn::FindFirstTrue(d, hn::Eq(hn::LoadU(d, x + i), vbest));
+    if (first >= 0) return i + first;
+  }
+  for (; i < n; ++i) {
+    if (x[i] == best) return i;
+  }
+  return 0;
+}
+
 }  // namespace HWY_NAMESPACE
 }  // namespace specd::cpu
 HWY_AFTER_NAMESPACE();
@@ -70,6 +103,7 @@ namespace specd::cpu {
 HWY_EXPORT(GeluTanhMulRow);
 HWY_EXPORT(ScaleRow);
 HWY_EXPORT(AddRow);
+HWY_EXPORT(ArgmaxRow);
 
 void gelu_tanh_mul_row(const float* gate, const float* up, float* out, int64_t n) {
   HWY_DYNAMIC_DISPATCH(GeluTanhMulRow)(gate, up, out, n);
@@ -78,6 +112,8 @@ void gelu_tanh_mul_row(const float* gate, const float* up, float* out, int64_t n
 void scale_row(float* x, int64_t n, float s) { HWY_DYNAMIC_DISPATCH(ScaleRow)(x, n, s); }
 
 void add_row(const float* x, float* y, int64_t n) { HWY_DYNAMIC_DISPATCH(AddRow)(x, y, n); }
+
+int64_t argmax_row(const float* x, int64_t n) { return HWY_DYNAMIC_DISPATCH(ArgmaxRow)(x, n); }
 
 }  // namespace specd::cpu
 #endif  // HWY_ONCE
