@@ -3,8 +3,8 @@
 # table. Meant for a machine with an NVIDIA GPU (sm_80 or newer) and nvcc.
 #
 # Usage: scripts/gpu-check.sh [phase...]
-#   phases: build test sanitize kernels bench quant (default: these six; quant = int8/int4 weight
-#   kernels and decode with --quantize), profile (per-kernel times of
+#   phases: build test sanitize kernels bench quant (default: these six; quant = int8/int4 and GGUF
+#   block-format weight kernels and decode with --quantize), profile (per-kernel times of
 #   the decode step with ncu), peers (gpt-fast side by side; needs SPECD_GPT_FAST_DIR, a folder
 #   with gpt-fast's model.py and quantize.py, and PyTorch)
 # Env: SPECD_GPU_OUT (results folder, default build-gpu/results), SPECD_GPU_MODEL_DIR (where the
@@ -84,9 +84,11 @@ if has bench; then
 fi
 
 if has quant; then
-  # int8/int4 weights: matmul kernels against the copy rate, then decode with --quantize.
-  for q in int8 int4; do
-    build-gpu/bench/kernels/specd_cuda_kernel_bench cuda "$q" | grep matmul | tee "$out/cuda_kernels_$q.txt"
+  # int8/int4 and GGUF block-format weights: matmul kernels against the copy rate, then decode
+  # with --quantize (int8/int4).
+  for q in int8 int4 q8_0 q4_0 q4_1 q5_0 q5_1 q4_k q5_k q6_k; do
+    build-gpu/bench/kernels/specd_cuda_kernel_bench cuda "$q" matmul | grep matmul |
+      tee "$out/cuda_kernels_$q.txt"
   done
   date=$(date -u +%Y-%m-%d)
   [ -f "$models/llama-3.1-8b/config.json" ] ||

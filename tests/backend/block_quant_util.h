@@ -6,6 +6,7 @@
 #include <random>
 #include <vector>
 
+#include "backend/quant_ref.h"
 #include "test_util.h"
 
 namespace specd::backend_test {
@@ -13,21 +14,6 @@ namespace specd::backend_test {
 inline constexpr DType kBlockQuantTypes[] = {DType::kQ8_0, DType::kQ4_0, DType::kQ4_1,
                                              DType::kQ5_0, DType::kQ5_1, DType::kQ4_K,
                                              DType::kQ5_K, DType::kQ6_K};
-
-// Offsets of the f16 scale (d) and min fields in a block of each format.
-inline std::vector<size_t> half_fields(DType dtype) {
-  switch (dtype) {
-    case DType::kQ4_1:
-    case DType::kQ5_1:
-    case DType::kQ4_K:
-    case DType::kQ5_K:
-      return {0, 2};
-    case DType::kQ6_K:
-      return {208};
-    default:
-      return {0};
-  }
-}
 
 // A [rows, cols] weight of random blocks: random codes (and k-quant sub-block scales), f16 scales
 // in [0.002, 0.05) and mins in [-0.1, 0.1); `bytes` owns the blocks.
@@ -44,7 +30,7 @@ inline BlockQuantWeight random_block_quant(DType dtype, int64_t rows, int64_t co
   for (uint8_t& b : q.bytes) b = static_cast<uint8_t>(rng());
   std::uniform_real_distribution<float> scale(0.002f, 0.05f), shift(-0.1f, 0.1f);
   const size_t block_bytes = dtype_block_bytes(dtype);
-  const auto fields = half_fields(dtype);
+  const auto fields = block_half_offsets(dtype);
   for (size_t b = 0; b < row_bytes * rows / block_bytes; ++b) {
     for (size_t f = 0; f < fields.size(); ++f) {
       uint16_t h = f32_to_f16(f == 0 ? scale(rng) : shift(rng));
