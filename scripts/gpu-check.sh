@@ -41,7 +41,7 @@ if has test; then
   # batch invariance; the GGUF models need tools/gguf/fetch_models.sh, else they skip).
   (cd build-gpu && ctest -L cuda --output-on-failure) >"$out/test_cuda_ops.txt" 2>&1 || true
   (cd build-gpu && SPECD_TEST_DEVICE=cuda ctest -j 4 --output-on-failure \
-    -R "GoldenModel|BatchInvariance|Lossless|Speculative|DemoModels|QuantizedModel|GgufSmolLm2|GgufGemma3") \
+    -R "GoldenModel|BatchInvariance|Lossless|Speculative|DemoModels|QuantizedModel|GgufSmolLm2|GgufGemma3Model") \
     >"$out/test_cuda_models.txt" 2>&1 || true
   grep -E "tests passed|FAILED|Failed|\*\*\*" "$out/test_cuda_ops.txt" "$out/test_cuda_models.txt" |
     head -n 30
