@@ -3,8 +3,8 @@
 # table. Meant for a machine with an NVIDIA GPU (sm_80 or newer) and nvcc.
 #
 # Usage: scripts/gpu-check.sh [phase...]
-#   phases: build test sanitize kernels bench quant (default: these six; quant = int8/int4 weight
-#   kernels and decode with --quantize), profile (per-kernel times of
+#   phases: build test sanitize kernels bench quant (default: these six; quant = int8/int4 and GGUF
+#   block-format weight kernels and decode with --quantize), profile (per-kernel times of
 #   the decode step with ncu), peers (gpt-fast side by side; needs SPECD_GPT_FAST_DIR, a folder
 #   with gpt-fast's model.py and quantize.py, and PyTorch)
 # Env: SPECD_GPU_OUT (results folder, default build-gpu/results), SPECD_GPU_MODEL_DIR (where the
@@ -29,7 +29,7 @@ if has build; then
     ${SPECD_GPU_CMAKE_ARGS:-} >"$out/configure.txt"
   targets=(specd make_random_model specd_cuda_kernel_bench backend_cuda_ops_test golden_model_test batch_invariance_test
     speculative_test speculative_sampling_test demo_models_test backend_cuda_int_quant_test
-    quantized_model_test)
+    backend_cuda_gguf_quant_test quantized_model_test gguf_model_test gguf_gemma3_test)
   start=$(date +%s)
   cmake --build build-gpu -j "$jobs" --target "${targets[@]}" >"$out/build.txt" 2>&1 ||
     { tail -n 40 "$out/build.txt"; exit 1; }
@@ -38,10 +38,10 @@ fi
 
 if has test; then
   # The CUDA op suite, then the model-level tests on the GPU (lossless speculation, golden logits,
-  # batch invariance).
+  # batch invariance; the GGUF models need tools/gguf/fetch_models.sh, else they skip).
   (cd build-gpu && ctest -L cuda --output-on-failure) >"$out/test_cuda_ops.txt" 2>&1 || true
   (cd build-gpu && SPECD_TEST_DEVICE=cuda ctest -j 4 --output-on-failure \
-    -R "GoldenModel|BatchInvariance|Lossless|Speculative|DemoModels|QuantizedModel") \
+    -R "GoldenModel|BatchInvariance|Lossless|Speculative|DemoModels|QuantizedModel|GgufSmolLm2|GgufGemma3Model") \
     >"$out/test_cuda_models.txt" 2>&1 || true
   grep -E "tests passed|FAILED|Failed|\*\*\*" "$out/test_cuda_ops.txt" "$out/test_cuda_models.txt" |
     head -n 30
@@ -58,6 +58,11 @@ if has sanitize; then
       echo "compute-sanitizer $tool (int8/int4): clean" ||
       echo "compute-sanitizer $tool (int8/int4): FAILED (see $out)"
     tail -n 3 "$out/sanitize_int_quant_$tool.txt"
+    compute-sanitizer --tool "$tool" --error-exitcode 9 \
+      build-gpu/tests/backend/backend_cuda_gguf_quant_test >"$out/sanitize_gguf_quant_$tool.txt" 2>&1 &&
+      echo "compute-sanitizer $tool (GGUF blocks): clean" ||
+      echo "compute-sanitizer $tool (GGUF blocks): FAILED (see $out)"
+    tail -n 3 "$out/sanitize_gguf_quant_$tool.txt"
   done
 fi
 
@@ -79,9 +84,11 @@ if has bench; then
 fi
 
 if has quant; then
-  # int8/int4 weights: matmul kernels against the copy rate, then decode with --quantize.
-  for q in int8 int4; do
-    build-gpu/bench/kernels/specd_cuda_kernel_bench cuda "$q" | grep matmul | tee "$out/cuda_kernels_$q.txt"
+  # int8/int4 and GGUF block-format weights: matmul kernels against the copy rate, then decode
+  # with --quantize (int8/int4).
+  for q in int8 int4 q8_0 q4_0 q4_1 q5_0 q5_1 q4_k q5_k q6_k; do
+    build-gpu/bench/kernels/specd_cuda_kernel_bench cuda "$q" matmul | grep matmul |
+      tee "$out/cuda_kernels_$q.txt"
   done
   date=$(date -u +%Y-%m-%d)
   [ -f "$models/llama-3.1-8b/config.json" ] ||

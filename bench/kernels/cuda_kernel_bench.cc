@@ -1,16 +1,18 @@
 // Times the CUDA backend's ops on Llama-3.1-8B shapes against the device-copy bandwidth.
 //
-// Usage: specd_cuda_kernel_bench [device] [bf16|int8|int4] [section...]; sections: matmul,
-// attention, elementwise (default: all). Each matmul cycles through weight
-// copies larger than the L2 cache, so every call reads its weights from device memory as in a
-// real decode step. Prints one line per op: microseconds per call and, for matmuls, GB/s of
-// weight bytes (of the chosen format: int8 and int4 read fewer) and % of the copy rate.
+// Usage: specd_cuda_kernel_bench [device] [bf16|int8|int4|q8_0|...|q6_k] [section...]; sections:
+// matmul, attention, elementwise (default: all). Each matmul cycles through weight copies larger
+// than the L2 cache, so every call reads its weights from device memory as in a real decode step.
+// Prints one line per op: microseconds per call and, for matmuls, GB/s of weight bytes (of the
+// chosen format: the quantised ones read fewer) and % of the copy rate.
 #include <cstdio>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/quant_ref.h"
 #include "backend/quantize.h"
 #include "core/dtype.h"
 #include "core/timer.h"
@@ -64,20 +66,33 @@ double time_per_call(Backend& b, int calls, Fn&& fn) {
   return (now_seconds() - start) / calls;
 }
 
-// Weight copies of [rows, cols] in `dtype`; int8/int4 quantised once from random bf16 values.
+// Weight copies of [rows, cols] in `dtype`; int8/int4 quantised once from random bf16 values,
+// GGUF block formats random blocks with small finite f16 scales.
 std::vector<DeviceTensor> weight_copies(Backend& b, DType dtype, int64_t rows, int64_t cols,
                                         int copies) {
   std::vector<DeviceTensor> out;
-  if (dtype != DType::kInt8 && dtype != DType::kInt4) {
+  if (!is_quantized(dtype)) {
     for (int c = 0; c < copies; ++c) out.push_back(random_tensor(b, dtype, rows, cols, c + 1));
     return out;
   }
-  std::vector<uint16_t> bf16(static_cast<size_t>(rows * cols));
-  std::mt19937 rng(1);
-  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  for (uint16_t& v : bf16) v = f32_to_bf16(dist(rng) * 0.05f);
   std::vector<uint8_t> host(static_cast<size_t>(rows) * dtype_row_bytes(dtype, cols));
-  quantize_rows(dtype, bf16.data(), DType::kBF16, rows, cols, host.data());
+  std::mt19937 rng(1);
+  if (dtype == DType::kInt8 || dtype == DType::kInt4) {
+    std::vector<uint16_t> bf16(static_cast<size_t>(rows * cols));
+    std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+    for (uint16_t& v : bf16) v = f32_to_bf16(dist(rng) * 0.05f);
+    quantize_rows(dtype, bf16.data(), DType::kBF16, rows, cols, host.data());
+  } else {
+    for (uint8_t& v : host) v = static_cast<uint8_t>(rng());
+    const size_t block_bytes = dtype_block_bytes(dtype);
+    const std::vector<size_t> halves = block_half_offsets(dtype);
+    for (size_t i = 0; i < host.size(); i += block_bytes) {
+      for (size_t off : halves) {
+        const uint16_t half = 0x2000 | (rng() & 0x3ff);  // about 0.008 to 0.016
+        std::memcpy(host.data() + i + off, &half, 2);
+      }
+    }
+  }
   for (int c = 0; c < copies; ++c) {
     DeviceTensor t;
     t.buffer = b.alloc(host.size());
@@ -159,6 +174,17 @@ void bench_elementwise(Backend& b) {
   }
 }
 
+// bf16, a --quantize mode (int8, int4) or a GGUF block format (q8_0, ..., q6_k).
+DType weight_dtype(const std::string& name) {
+  if (name == "bf16") return DType::kBF16;
+  const DType gguf[] = {DType::kQ8_0, DType::kQ4_0, DType::kQ4_1, DType::kQ5_0,
+                        DType::kQ5_1, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K};
+  for (DType d : gguf) {
+    if (dtype_name(d) == name) return d;
+  }
+  return weight_quant_dtype(parse_weight_quant(name), DType::kBF16);
+}
+
 }  // namespace
 }  // namespace specd
 
@@ -170,9 +196,7 @@ int main(int argc, char** argv) {
     const double bandwidth = b->measure_bandwidth();
     std::printf("%s, device copy %.0f GB/s\n", b->describe().c_str(), bandwidth / 1e9);
     const std::string weights = argc > 2 ? argv[2] : "bf16";
-    const DType dtype = weights == "bf16"
-                            ? DType::kBF16
-                            : weight_quant_dtype(parse_weight_quant(weights), DType::kBF16);
+    const DType dtype = weight_dtype(weights);
     auto want = [&](const char* section) {
       if (argc <= 3) return true;
       for (int i = 3; i < argc; ++i) {

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "backend/cpu/cpu_backend.h"
+#include "backend/quant_ref.h"
 #include "core/memory_bandwidth.h"
 #include "core/thread_pool.h"
 #include "core/timer.h"
@@ -141,20 +142,16 @@ void bench_matmul(CpuBackend& backend, StreamingRead& reader, bool all_dtypes) {
 // small finite values. Reports the best call (the machine may be shared) in GB/s of weight bytes
 // and weight elements per nanosecond.
 void bench_matmul_quant(CpuBackend& backend) {
-  struct Format {
-    DType dtype;
-    std::vector<int> half_offsets;  // f16 fields of a block
-  };
-  const Format formats[] = {{DType::kQ8_0, {0}},    {DType::kQ4_0, {0}},    {DType::kQ4_1, {0, 2}},
-                            {DType::kQ5_0, {0}},    {DType::kQ5_1, {0, 2}}, {DType::kQ4_K, {0, 2}},
-                            {DType::kQ5_K, {0, 2}}, {DType::kQ6_K, {208}}};
+  const DType formats[] = {DType::kQ8_0, DType::kQ4_0, DType::kQ4_1, DType::kQ5_0,
+                           DType::kQ5_1, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K};
   struct Shape {
     int64_t n, k;
   };
   const Shape shapes[] = {{2048, 768}, {768, 2048}, {49152, 512}};
-  for (const Format& f : formats) {
+  for (DType dtype : formats) {
+    const std::vector<size_t> halves = block_half_offsets(dtype);
     for (const Shape& s : shapes) {
-      const size_t w_bytes = dtype_row_bytes(f.dtype, s.k) * static_cast<size_t>(s.n);
+      const size_t w_bytes = dtype_row_bytes(dtype, s.k) * static_cast<size_t>(s.n);
       const size_t copies = std::max<size_t>(1, kColdBytes / 4 / w_bytes);
       std::vector<DeviceBuffer> weights;
       std::mt19937 rng(11);
@@ -162,9 +159,9 @@ void bench_matmul_quant(CpuBackend& backend) {
         weights.push_back(backend.alloc(w_bytes));
         auto* bytes = static_cast<uint8_t*>(weights.back().data());
         for (size_t i = 0; i < w_bytes; ++i) bytes[i] = static_cast<uint8_t>(rng());
-        const size_t block_bytes = dtype_block_bytes(f.dtype);
+        const size_t block_bytes = dtype_block_bytes(dtype);
         for (size_t b = 0; b < w_bytes / block_bytes; ++b) {
-          for (int off : f.half_offsets) {
+          for (size_t off : halves) {
             const uint16_t half = 0x2000 | (rng() & 0x3ff);  // about 0.008 to 0.016
             std::memcpy(bytes + b * block_bytes + off, &half, 2);
           }
@@ -177,11 +174,11 @@ void bench_matmul_quant(CpuBackend& backend) {
         Tensor yt = Tensor::make(y.data(), DType::kF32, m, s.n);
         const int calls = static_cast<int>(std::clamp<size_t>(4 * copies, 40, 400));
         auto [t, best] = time_calls(calls, [&](int call) {
-          backend.matmul(xt, weights[call % copies].view(f.dtype, s.n, s.k), nullptr, yt, false);
+          backend.matmul(xt, weights[call % copies].view(dtype, s.n, s.k), nullptr, yt, false);
         });
         std::printf(
             "matmul %-4s N=%-6lld K=%-5lld M=%-2lld best %8.1f us %6.2f GB/s %6.2f elem/ns\n",
-            std::string(dtype_name(f.dtype)).c_str(), static_cast<long long>(s.n),
+            std::string(dtype_name(dtype)).c_str(), static_cast<long long>(s.n),
             static_cast<long long>(s.k), static_cast<long long>(m), best * 1e6,
             w_bytes / best / 1e9, static_cast<double>(s.n * s.k) / best / 1e9);
       }

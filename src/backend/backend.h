@@ -91,6 +91,9 @@ class Backend {
   // Makes a host weight (for example a memory-mapped safetensors tensor) usable by the ops.
   // The CPU backend returns the same view (no copy); a GPU backend uploads into `storage`.
   virtual Tensor place_weight(const Tensor& host, DeviceBuffer* storage) = 0;
+  // True if the ops take weights (matmul, embedding tables) of `dtype`; block-quantised formats
+  // need kernels of their own. The CPU backend takes every dtype.
+  virtual bool supports_weights(DType /*dtype*/) const { return true; }
   virtual void synchronize() = 0;
   // Runs `ops`, a sequence of op calls whose launches depend only on `key` (shapes, buffer
   // addresses; data-dependent values such as positions are read from device memory). A GPU

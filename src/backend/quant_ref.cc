@@ -147,6 +147,24 @@ void int4(const uint8_t* b, float* y) {
 
 }  // namespace
 
+std::vector<size_t> block_half_offsets(DType dtype) {
+  switch (dtype) {
+    case DType::kQ8_0:
+    case DType::kQ4_0:
+    case DType::kQ5_0:
+      return {0};
+    case DType::kQ4_1:
+    case DType::kQ5_1:
+    case DType::kQ4_K:
+    case DType::kQ5_K:
+      return {0, 2};
+    case DType::kQ6_K:
+      return {208};
+    default:
+      return {};
+  }
+}
+
 void dequantize_row(DType dtype, const void* src, int64_t n, float* dst) {
   const auto* bytes = static_cast<const uint8_t*>(src);
   if (!is_quantized(dtype)) {

@@ -2,7 +2,9 @@
 // against. Layouts and arithmetic follow ggml's dequantize_row_* functions.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "core/dtype.h"
 
@@ -26,6 +28,10 @@ namespace specd {
 // Dequantises `n` elements (a whole number of blocks) starting at `src` into dst. Also accepts
 // f32, f16 and bf16 (widening).
 void dequantize_row(DType dtype, const void* src, int64_t n, float* dst);
+
+// Byte offsets in a block of the f16 scale (d) and, where the format has one, min (m, dmin)
+// fields: {0} for q8_0, q4_0, q5_0; {0, 2} for q4_1, q5_1, q4_k, q5_k; {208} for q6_k; {} else.
+std::vector<size_t> block_half_offsets(DType dtype);
 
 // The 6-bit scale and min of sub-block j (0..7) of a q4_k/q5_k block's scales[12].
 inline void k_quant_scale_min(int j, const uint8_t* q, uint8_t* scale, uint8_t* min) {

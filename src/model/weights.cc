@@ -115,9 +115,9 @@ class Binder {
   // A weight of shape [rows, cols] (cols == 0 means a 1-D tensor of `rows` elements).
   Tensor bind(const std::string& name, int64_t rows, int64_t cols) {
     const TensorInfo* info = lookup(store_, name, rows, cols);
-    SPECD_CHECK(!is_quantized(info->dtype) || backend_.device().kind == DeviceKind::kCpu,
-                "tensor '{}' is {}: block-quantised weights run on the CPU backend only so far",
-                name, dtype_name(info->dtype));
+    SPECD_CHECK(backend_.supports_weights(info->dtype),
+                "tensor '{}' is {}: the {} backend has no kernel for these weights", name,
+                dtype_name(info->dtype), device_name(backend_.device()));
     Tensor host = Tensor::make(const_cast<uint8_t*>(info->data), info->dtype, cols == 0 ? 1 : rows,
                                cols == 0 ? rows : cols);
     out_.bytes += host.bytes();

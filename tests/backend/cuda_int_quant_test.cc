@@ -3,10 +3,10 @@
 // bf16 slabs, and embedding rows of a quantised table. Skips without a CUDA backend or GPU.
 #include <gtest/gtest.h>
 
-#include <memory>
 #include <vector>
 
 #include "backend/reference.h"
+#include "cuda_test_util.h"
 #include "int_quant_util.h"
 #include "test_util.h"
 
@@ -26,39 +26,10 @@ constexpr double kGemmTolerance = 1e-2;
 
 const DType kFormats[] = {DType::kInt8, DType::kInt4};
 
-class CudaIntQuant : public testing::Test {
+class CudaIntQuant : public backend_test::CudaTest {
  protected:
-  void SetUp() override {
-    if (!cuda_available()) GTEST_SKIP() << "no CUDA backend or no GPU";
-    backend_ = make_backend(Device{DeviceKind::kCuda, 0}, 1);
-  }
-  Tensor upload_bytes(const Tensor& t, const void* data, size_t bytes) {
-    buffers_.push_back(backend_->alloc(bytes));
-    backend_->copy_to_device(buffers_.back().data(), data, bytes);
-    Tensor out = t;
-    out.data = buffers_.back().data();
-    out.device = backend_->device();
-    return out;
-  }
-  Tensor upload(const HostTensor& host) {
-    const Tensor& t = host.t();
-    return upload_bytes(
-        t, t.data,
-        static_cast<size_t>(std::max<int64_t>(1, t.rows) * t.stride) * dtype_size(t.dtype));
-  }
-  Tensor upload(const IntQuantWeight& w) {
-    return upload_bytes(w.view, w.view.data, w.view.bytes());
-  }
-  HostTensor download(const Tensor& device, const HostTensor& like) {
-    HostTensor out = like.clone();
-    backend_->copy_to_host(
-        out.t().data, device.data,
-        static_cast<size_t>(std::max<int64_t>(1, device.rows) * device.stride) * sizeof(float));
-    return out;
-  }
-
-  std::unique_ptr<Backend> backend_;
-  std::vector<DeviceBuffer> buffers_;
+  Tensor upload(const HostTensor& host) { return CudaTest::upload(host); }
+  Tensor upload(const IntQuantWeight& w) { return upload_weight(w.view); }
 };
 
 TEST_F(CudaIntQuant, MatmulMatchesReference) {

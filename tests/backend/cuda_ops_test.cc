@@ -4,12 +4,12 @@
 
 #include <cmath>
 #include <cstring>
-#include <memory>
 #include <numeric>
 #include <vector>
 
 #include "backend/reference.h"
 #include "core/error.h"
+#include "cuda_test_util.h"
 #include "test_util.h"
 
 namespace specd {
@@ -42,34 +42,8 @@ bool same_tensor(const HostTensor& a, const HostTensor& b) {
                      static_cast<size_t>(x.rows * x.stride) * dtype_size(x.dtype)) == 0;
 }
 
-class CudaOps : public testing::Test {
+class CudaOps : public backend_test::CudaTest {
  protected:
-  void SetUp() override {
-    if (!cuda_available()) GTEST_SKIP() << "no CUDA backend or no GPU";
-    backend_ = make_backend(Device{DeviceKind::kCuda, 0}, 1);
-  }
-
-  // A device copy of `host` (same shape and stride).
-  Tensor upload(const HostTensor& host) {
-    const Tensor& t = host.t();
-    size_t bytes =
-        static_cast<size_t>(std::max<int64_t>(1, t.rows) * t.stride) * dtype_size(t.dtype);
-    buffers_.push_back(backend_->alloc(bytes));
-    backend_->copy_to_device(buffers_.back().data(), t.data, bytes);
-    Tensor out = t;
-    out.data = buffers_.back().data();
-    out.device = backend_->device();
-    return out;
-  }
-  // The device tensor's values, in a host tensor shaped like `like`.
-  HostTensor download(const Tensor& device, const HostTensor& like) {
-    HostTensor out = like.clone();
-    size_t bytes = static_cast<size_t>(std::max<int64_t>(1, device.rows) * device.stride) *
-                   dtype_size(device.dtype);
-    backend_->copy_to_host(out.t().data, device.data, bytes);
-    return out;
-  }
-
   // Attention of row r of `rows` (causal, device indices) computed as a one-row batch.
   HostTensor attend_alone(const Tensor& q, int n_heads, const KvLayerView& view,
                           const AttentionRows& rows, int64_t r, float scale) {
@@ -88,9 +62,6 @@ class CudaOps : public testing::Test {
     backend_->attention(q.slice_rows(r, 1), n_heads, view, single, scale, done);
     return download(done, one);
   }
-
-  std::unique_ptr<Backend> backend_;
-  std::vector<DeviceBuffer> buffers_;
 };
 
 TEST_F(CudaOps, MatmulMatchesReference) {

@@ -4,15 +4,14 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <limits>
-#include <random>
 #include <string>
 #include <vector>
 
 #include "backend/cpu/cpu_backend.h"
 #include "backend/quant_ref.h"
 #include "backend/reference.h"
+#include "block_quant_util.h"
 #include "core/error.h"
 #include "core/npy.h"
 #include "io/gguf.h"
@@ -21,12 +20,12 @@
 namespace specd {
 namespace {
 
+using backend_test::BlockQuantWeight;
 using backend_test::HostTensor;
+using backend_test::kBlockQuantTypes;
 using backend_test::max_rel_error;
+using backend_test::random_block_quant;
 using backend_test::same_bits;
-
-const DType kQuantTypes[] = {DType::kQ8_0, DType::kQ4_0, DType::kQ4_1, DType::kQ5_0,
-                             DType::kQ5_1, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K};
 
 CpuBackend& backend() {
   static CpuBackend instance(2);
@@ -34,46 +33,6 @@ CpuBackend& backend() {
 }
 
 std::string data_dir() { return std::string(SPECD_SOURCE_DIR) + "/tests/data/gguf/"; }
-
-// Offsets of the f16 scale (d) and min fields in a block of each format.
-std::vector<size_t> half_fields(DType dtype) {
-  switch (dtype) {
-    case DType::kQ4_1:
-    case DType::kQ5_1:
-    case DType::kQ4_K:
-    case DType::kQ5_K:
-      return {0, 2};
-    case DType::kQ6_K:
-      return {208};
-    default:
-      return {0};
-  }
-}
-
-// A [rows, cols] weight of random blocks with finite, moderate scales.
-struct QuantWeight {
-  std::vector<uint8_t> bytes;
-  Tensor view;
-};
-
-QuantWeight random_quant(DType dtype, int64_t rows, int64_t cols, uint32_t seed) {
-  QuantWeight q;
-  const size_t row_bytes = dtype_row_bytes(dtype, cols);
-  q.bytes.resize(row_bytes * static_cast<size_t>(rows) + 64);
-  std::mt19937 rng(seed);
-  for (uint8_t& b : q.bytes) b = static_cast<uint8_t>(rng());
-  std::uniform_real_distribution<float> scale(0.002f, 0.05f), shift(-0.1f, 0.1f);
-  const size_t block_bytes = dtype_block_bytes(dtype);
-  const auto fields = half_fields(dtype);
-  for (size_t b = 0; b < row_bytes * rows / block_bytes; ++b) {
-    for (size_t f = 0; f < fields.size(); ++f) {
-      uint16_t h = f32_to_f16(f == 0 ? scale(rng) : shift(rng));
-      std::memcpy(q.bytes.data() + b * block_bytes + fields[f], &h, 2);
-    }
-  }
-  q.view = Tensor::make(q.bytes.data(), dtype, rows, cols);
-  return q;
-}
 
 TEST(QuantFormats, BlockSizes) {
   EXPECT_EQ(dtype_row_bytes(DType::kQ4_0, 64), 36u);
@@ -120,7 +79,7 @@ TEST(QuantFormats, DequantizeMatchesGgufPy) {
 TEST(QuantMatmul, MatchesReference) {
   const int64_t ms[] = {1, 2, 3, 5, 16, 17, 64, 65, 130};
   uint32_t seed = 7;
-  for (DType dtype : kQuantTypes) {
+  for (DType dtype : kBlockQuantTypes) {
     const int64_t block = dtype_block_elems(dtype);
     const int64_t ks[] = {block == 32 ? 96 : 256, 512, block == 32 ? 576 : 768};
     for (int64_t m : ms) {
@@ -128,7 +87,7 @@ TEST(QuantMatmul, MatchesReference) {
         const int64_t n = 37;
         seed += 3;
         HostTensor x = HostTensor(DType::kF32, m, k).random(seed);
-        QuantWeight w = random_quant(dtype, n, k, seed + 1);
+        BlockQuantWeight w = random_block_quant(dtype, n, k, seed + 1);
         HostTensor bias = HostTensor(DType::kF32, 1, n).random(seed + 2);
         HostTensor y = HostTensor(DType::kF32, m, n).random(seed + 3);
         HostTensor want = y.clone();
@@ -144,9 +103,9 @@ TEST(QuantMatmul, MatchesReference) {
 }
 
 TEST(QuantMatmul, BatchInvariantUpTo16Rows) {
-  for (DType dtype : kQuantTypes) {
+  for (DType dtype : kBlockQuantTypes) {
     const int64_t k = 512, n = 45;
-    QuantWeight w = random_quant(dtype, n, k, 99);
+    BlockQuantWeight w = random_block_quant(dtype, n, k, 99);
     HostTensor x = HostTensor(DType::kF32, 16, k).random(5);
     HostTensor alone(DType::kF32, 16, n);
     for (int64_t r = 0; r < 16; ++r) {
@@ -168,9 +127,9 @@ TEST(QuantMatmul, BatchInvariantUpTo16Rows) {
 // (as the f32 product would be non-finite), an all-zero row gives exact zeros, and neither
 // disturbs the other rows.
 TEST(QuantMatmul, NonFiniteAndZeroActivations) {
-  for (DType dtype : kQuantTypes) {
+  for (DType dtype : kBlockQuantTypes) {
     const int64_t k = 512, n = 9;
-    QuantWeight w = random_quant(dtype, n, k, 11);
+    BlockQuantWeight w = random_block_quant(dtype, n, k, 11);
     HostTensor x = HostTensor(DType::kF32, 4, k).random(12);
     float* xs = x.t().ptr<float>();
     xs[0 * k + 40] = std::numeric_limits<float>::infinity();
@@ -190,8 +149,8 @@ TEST(QuantMatmul, NonFiniteAndZeroActivations) {
 }
 
 TEST(QuantMatmul, EmbeddingDequantisesRows) {
-  for (DType dtype : kQuantTypes) {
-    QuantWeight table = random_quant(dtype, 10, 256, 3);
+  for (DType dtype : kBlockQuantTypes) {
+    BlockQuantWeight table = random_block_quant(dtype, 10, 256, 3);
     HostTensor ids = backend_test::i32_vector({9, 0, 4});
     HostTensor got(DType::kF32, 3, 256), want(DType::kF32, 3, 256);
     backend().embedding(ids.t(), table.view, got.t());
@@ -201,7 +160,7 @@ TEST(QuantMatmul, EmbeddingDequantisesRows) {
 }
 
 TEST(QuantMatmul, RejectsPartialBlocks) {
-  QuantWeight w = random_quant(DType::kQ4_0, 4, 64, 1);
+  BlockQuantWeight w = random_block_quant(DType::kQ4_0, 4, 64, 1);
   Tensor bad = w.view;
   bad.cols = 48;
   bad.stride = 64;

@@ -26,6 +26,20 @@ void check_device(const char* op, int index, std::initializer_list<const Tensor*
   }
 }
 
+// Weights in a quantised format with CUDA kernels: int8/int4 or GGUF blocks.
+bool quant_kernel_dtype(DType dtype) {
+  return cuda::int_quant_dtype(dtype) || cuda::block_quant_dtype(dtype);
+}
+
+// The small-M matmul of a group of int8/int4 or block-quantised weights (one dtype).
+void matmul_quant_small(const cuda::MatmulGroup& group, cudaStream_t stream) {
+  if (cuda::int_quant_dtype(group.part[0].w_dtype)) {
+    cuda::matmul_int_small(group, stream);
+  } else {
+    cuda::matmul_block_small(group, stream);
+  }
+}
+
 cuda::CacheArgs cache_args(const KvLayerView& cache) {
   cuda::CacheArgs c;
   c.k = cache.k;
@@ -120,6 +134,10 @@ void CudaBackend::copy_on_device(void* dst, const void* src, size_t bytes) {
   if (bytes == 0) return;
   check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_),
         "cudaMemcpyAsync (device)");
+}
+
+bool CudaBackend::supports_weights(DType dtype) const {
+  return !is_quantized(dtype) || quant_kernel_dtype(dtype);
 }
 
 Tensor CudaBackend::place_weight(const Tensor& host, DeviceBuffer* storage) {
@@ -219,6 +237,11 @@ void CudaBackend::embedding(const Tensor& ids, const Tensor& table, Tensor& out)
                         table.rows, table.cols, out.ptr<float>(), out.stride, stream_);
     return;
   }
+  if (cuda::block_quant_dtype(table.dtype)) {
+    cuda::embedding_block(ids.ptr<const int32_t>(), ids.cols, table.data, table.dtype, table.stride,
+                          table.rows, table.cols, out.ptr<float>(), out.stride, stream_);
+    return;
+  }
   SPECD_CHECK(!is_quantized(table.dtype), "cuda embedding: {} tables have no CUDA kernel yet",
               dtype_name(table.dtype));
   cuda::embedding(ids.ptr<const int32_t>(), ids.cols, table.data, table.dtype, table.stride,
@@ -243,8 +266,8 @@ void CudaBackend::run_matmuls(const Tensor& x, std::span<const MatmulPart> parts
     check_device("matmul", index_, {&x, p.w, p.y});
     if (p.bias != nullptr) check_device("matmul", index_, {p.bias});
     op_checks::matmul(x, *p.w, p.bias, *p.y);
-    SPECD_CHECK(!is_quantized(p.w->dtype) || cuda::int_quant_dtype(p.w->dtype),
-                "cuda matmul: {} weights have no CUDA kernel yet", dtype_name(p.w->dtype));
+    SPECD_CHECK(supports_weights(p.w->dtype), "cuda matmul: {} weights have no CUDA kernel yet",
+                dtype_name(p.w->dtype));
     cuda::MatmulArgs& a = group.part[group.count];
     a.x = x.ptr<const float>();
     a.x_stride = x.stride;
@@ -269,29 +292,28 @@ void CudaBackend::run_matmuls(const Tensor& x, std::span<const MatmulPart> parts
   for (int p = 1; p < group.count; ++p) {
     same_weights = same_weights && group.part[p].w_dtype == group.part[0].w_dtype;
   }
-  if (m <= kSmallBatch && same_weights && cuda::int_quant_dtype(group.part[0].w_dtype)) {
-    cuda::matmul_int_small(group, stream_);
+  if (m <= kSmallBatch && same_weights && quant_kernel_dtype(group.part[0].w_dtype)) {
+    matmul_quant_small(group, stream_);
     return;
   }
   if (m > kSmallBatch || !same_weights) {
     for (int p = 0; p < group.count; ++p) {
       cuda::MatmulArgs a = group.part[p];
       if (a.n == 0) continue;
-      if (cuda::int_quant_dtype(a.w_dtype)) {
+      if (quant_kernel_dtype(a.w_dtype)) {
         cuda::MatmulGroup single;
         single.part[0] = a;
         single.count = 1;
         if (m <= kSmallBatch) {
-          cuda::matmul_int_small(single, stream_);
+          matmul_quant_small(single, stream_);
           continue;
         }
         cuda::MatmulScratch s;
         s.x_bf16_elems = static_cast<size_t>(m * a.k);
         s.x_bf16 = scratch(kBf16X, s.x_bf16_elems * 2);
-        const size_t slab =
-            static_cast<size_t>(std::min(cuda::int_dequant_slab_rows(a.k), a.n) * a.k);
+        const size_t slab = static_cast<size_t>(std::min(cuda::dequant_slab_rows(a.k), a.n) * a.k);
         void* w_bf16 = scratch(kDequant, slab * 2);
-        cuda::matmul_int_gemm(a, s, w_bf16, stream_);
+        cuda::matmul_quant_gemm(a, s, w_bf16, stream_);
         continue;
       }
       if (m > kSmallBatch && cuda::gemm_supported(a)) {

@@ -34,6 +34,7 @@ class CudaBackend final : public Backend {
   void copy_to_host(void* dst, const void* src, size_t bytes) override;
   void copy_on_device(void* dst, const void* src, size_t bytes) override;
   Tensor place_weight(const Tensor& host, DeviceBuffer* storage) override;
+  bool supports_weights(DType dtype) const override;  // float, int8/int4 and GGUF blocks
   void synchronize() override;
   double measure_bandwidth() override;  // median of 2 GiB device-to-device copies
   void run_recorded(uint64_t key, const std::function<void()>& ops) override;

@@ -1,4 +1,5 @@
-// Device helpers shared by the CUDA kernels: dtype loads and stores, dependent-launch control.
+// Device helpers shared by the CUDA kernels: dtype loads and stores, weight-byte loads and exact
+// code conversions of the quantised formats, dependent-launch control.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -30,6 +31,38 @@ __device__ __forceinline__ void store_f32(void* p, DType dtype, int64_t i, float
       break;
     default:
       static_cast<float*>(p)[i] = v;
+  }
+}
+
+// ---- weight loads and exact small-integer conversions for the quantised formats ----
+
+// A 4-byte aligned word of weights, streamed past L1.
+__device__ __forceinline__ uint32_t load_word(const uint8_t* p) {
+  uint32_t v;
+  asm volatile("ld.global.nc.L1::no_allocate.u32 %0, [%1];" : "=r"(v) : "l"(p));
+  return v;
+}
+
+// Byte e of `bytes` (0..255) as an exact float, minus `bias` (2^23 trick: no int conversion).
+__device__ __forceinline__ float byte_value(uint32_t bytes, int e, float bias) {
+  const float f = __int_as_float(static_cast<int>(__byte_perm(bytes, 0x4B000000u, 0x7440u | e)));
+  return __fsub_rn(f, bias);
+}
+
+// The f16 in the low (upper == 0) or high half of `word`, widened.
+__device__ __forceinline__ float half_value(uint32_t word, int upper) {
+  const unsigned short bits = static_cast<unsigned short>(upper ? word >> 16 : word & 0xFFFF);
+  return __half2float(__ushort_as_half(bits));
+}
+
+// 4 floats at p: one 16-byte load when `vector` (p 16-byte aligned), else 4 loads.
+__device__ __forceinline__ void load4(const float* p, bool vector, float (&v)[4]) {
+  if (vector) {
+    const float4 q = *reinterpret_cast<const float4*>(p);
+    v[0] = q.x, v[1] = q.y, v[2] = q.z, v[3] = q.w;
+  } else {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) v[e] = p[e];
   }
 }
 

@@ -1,6 +1,7 @@
 // Kernels for specd's load-time weight formats (int8 per output channel, int4 group 128; layouts
 // in backend/quant_ref.h): the small-M matmul, the dequantisation of weight slabs to bf16 for
-// the prefill GEMM, and embedding lookups from a quantised (tied) table.
+// the prefill GEMM, and embedding lookups from a quantised (tied) table. The prefill's slab loop
+// also serves GGUF's block formats (their dequantiser is in gguf_quant.cu).
 //
 // Small M (1 to 16 rows): a block of 8 warps owns 4 output columns and reads each of their
 // weight bytes once for all rows. Warp w takes the 128-element blocks w, w + 8, w + 16, ... of
@@ -21,23 +22,6 @@ constexpr int kCols = 4;  // output columns per block
 constexpr int kBlockElems = 128;
 constexpr int kInt8Bytes = 132, kInt4Bytes = 68;
 
-__device__ __forceinline__ uint32_t load_word(const uint8_t* p) {
-  uint32_t v;
-  asm volatile("ld.global.nc.L1::no_allocate.u32 %0, [%1];" : "=r"(v) : "l"(p));
-  return v;
-}
-
-// Byte e of `bytes` (0..255) as an exact float, minus `bias` (2^23 trick: no int conversion).
-__device__ __forceinline__ float byte_value(uint32_t bytes, int e, float bias) {
-  const float f = __int_as_float(static_cast<int>(__byte_perm(bytes, 0x4B000000u, 0x7440u | e)));
-  return __fsub_rn(f, bias);
-}
-
-__device__ __forceinline__ float half_value(uint32_t word, int upper) {
-  const unsigned short bits = static_cast<unsigned short>(upper ? word >> 16 : word & 0xFFFF);
-  return __half2float(__ushort_as_half(bits));
-}
-
 // The 8 int4 weights of one lane: low nibbles (elements 4h..4h+3) then high (64 + 4h..).
 __device__ __forceinline__ void dequant_int4(uint32_t header, uint32_t codes, float (&w)[8]) {
   const float d = half_value(header, 0), m = half_value(header, 1);
@@ -55,16 +39,6 @@ __device__ __forceinline__ void dequant_int8(uint32_t scale_bits, uint32_t codes
   const uint32_t biased = codes ^ 0x80808080u;  // int8 q -> q + 128
 #pragma unroll
   for (int e = 0; e < 4; ++e) w[e] = __fmul_rn(d, byte_value(biased, e, 8388736.0f));
-}
-
-__device__ __forceinline__ void load4(const float* p, bool vector, float (&v)[4]) {
-  if (vector) {
-    const float4 q = *reinterpret_cast<const float4*>(p);
-    v[0] = q.x, v[1] = q.y, v[2] = q.z, v[3] = q.w;
-  } else {
-#pragma unroll
-    for (int e = 0; e < 4; ++e) v[e] = p[e];
-  }
 }
 
 struct ColumnGroup {
@@ -283,24 +257,33 @@ void matmul_int_small(const MatmulGroup& group, cudaStream_t stream) {
   }
 }
 
-int64_t int_dequant_slab_rows(int64_t k) {
+int64_t dequant_slab_rows(int64_t k) {
   // About 32 M bf16 elements (64 MiB) per slab, a multiple of the GEMM's 128-row tiles.
   const int64_t rows = (int64_t{32} << 20) / std::max<int64_t>(k, 1);
   return std::max<int64_t>(128, rows / 128 * 128);
 }
 
-void matmul_int_gemm(const MatmulArgs& a, const MatmulScratch& scratch, void* slab,
-                     cudaStream_t stream) {
-  const int64_t slab_rows = int_dequant_slab_rows(a.k);
-  const int64_t row_bytes = row_bytes_of(a.w_dtype, a.w_stride);
+void matmul_quant_gemm(const MatmulArgs& a, const MatmulScratch& scratch, void* slab,
+                       cudaStream_t stream) {
+  const bool block_format = block_quant_dtype(a.w_dtype);
+  if (!block_format && !int_quant_dtype(a.w_dtype)) {
+    fail_message("cuda quantised GEMM: the weights are not in a quantised format");
+  }
+  const int64_t slab_rows = dequant_slab_rows(a.k);
+  const auto row_bytes = block_format ? static_cast<int64_t>(dtype_row_bytes(a.w_dtype, a.w_stride))
+                                      : row_bytes_of(a.w_dtype, a.w_stride);
   for (int64_t n0 = 0; n0 < a.n; n0 += slab_rows) {
     const int64_t rows = std::min(slab_rows, a.n - n0);
-    const int64_t elems = rows * a.k;
-    const auto blocks = static_cast<unsigned>(std::min<int64_t>((elems + 255) / 256, 8192));
-    dequantize_bf16_kernel<<<blocks, 256, 0, stream>>>(
-        static_cast<const uint8_t*>(a.w) + n0 * row_bytes, a.w_dtype, row_bytes, rows, a.k,
-        static_cast<__nv_bfloat16*>(slab));
-    check(cudaGetLastError(), "dequantize_bf16_kernel");
+    const auto* w = static_cast<const uint8_t*>(a.w) + n0 * row_bytes;
+    if (block_format) {
+      dequantize_block_bf16(w, a.w_dtype, row_bytes, rows, a.k, slab, stream);
+    } else {
+      const int64_t elems = rows * a.k;
+      const auto blocks = static_cast<unsigned>(std::min<int64_t>((elems + 255) / 256, 8192));
+      dequantize_bf16_kernel<<<blocks, 256, 0, stream>>>(w, a.w_dtype, row_bytes, rows, a.k,
+                                                         static_cast<__nv_bfloat16*>(slab));
+      check(cudaGetLastError(), "dequantize_bf16_kernel");
+    }
     MatmulArgs part = a;
     part.w = slab;
     part.w_dtype = DType::kBF16;

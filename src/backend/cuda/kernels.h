@@ -21,7 +21,7 @@ void check(cudaError_t status, const char* what);
 struct MatmulArgs {
   const float* x = nullptr;  // [M, K] f32
   int64_t x_stride = 0;
-  const void* w = nullptr;  // [N, K] f32/f16/bf16
+  const void* w = nullptr;  // [N, K] f32/f16/bf16, int8/int4 or GGUF blocks
   DType w_dtype = DType::kBF16;
   int64_t w_stride = 0;
   const void* bias = nullptr;  // [N] or nullptr
@@ -70,15 +70,32 @@ bool gemm_supported(const MatmulArgs& a);
 bool int_quant_dtype(DType dtype);
 // y = x · wᵀ for each part (same x, M <= 16, one weight dtype); batch-invariant.
 void matmul_int_small(const MatmulGroup& group, cudaStream_t stream);
-// Weight rows per bf16 slab of the prefill path (the slab holds that many rows of K).
-int64_t int_dequant_slab_rows(int64_t k);
-// Prefill: dequantises slabs of weight rows to bf16 in `slab` and runs matmul_gemm on each.
-void matmul_int_gemm(const MatmulArgs& a, const MatmulScratch& scratch, void* slab,
-                     cudaStream_t stream);
 // Embedding rows dequantised from an int8/int4 table (a tied LM head).
 void embedding_int(const int32_t* ids, int64_t m, const void* table, DType table_dtype,
                    int64_t table_stride, int64_t vocab, int64_t dim, float* out, int64_t out_stride,
                    cudaStream_t stream);
+
+// GGUF's block formats (kQ8_0, kQ4_0, kQ4_1, kQ5_0, kQ5_1, kQ4_K, kQ5_K, kQ6_K; gguf_quant.cu),
+// dequantised exactly as backend/quant_ref.h. K and w_stride whole blocks, weights 4-byte
+// aligned.
+bool block_quant_dtype(DType dtype);
+// y = x · wᵀ for each part (x [M, K] f32, w [N, K] blocks, y [M, N] f32; same x, M <= 16, one
+// weight dtype); batch-invariant.
+void matmul_block_small(const MatmulGroup& group, cudaStream_t stream);
+// out [rows, k] bf16 = the weight rows w [rows, k] (blocks, row_bytes apart), dequantised.
+void dequantize_block_bf16(const void* w, DType dtype, int64_t row_bytes, int64_t rows, int64_t k,
+                           void* out, cudaStream_t stream);
+// Embedding rows (out [m, dim] f32) dequantised from a block-quantised table [vocab, dim].
+void embedding_block(const int32_t* ids, int64_t m, const void* table, DType table_dtype,
+                     int64_t table_stride, int64_t vocab, int64_t dim, float* out,
+                     int64_t out_stride, cudaStream_t stream);
+
+// Prefill with int8/int4 or block-quantised weights (int_quant.cu).
+// Weight rows per bf16 slab (the slab holds that many rows of K).
+int64_t dequant_slab_rows(int64_t k);
+// Dequantises slabs of weight rows to bf16 in `slab` and runs matmul_gemm on each.
+void matmul_quant_gemm(const MatmulArgs& a, const MatmulScratch& scratch, void* slab,
+                       cudaStream_t stream);
 
 void embedding(const int32_t* ids, int64_t m, const void* table, DType table_dtype,
                int64_t table_stride, int64_t vocab, int64_t dim, float* out, int64_t out_stride,
