@@ -321,10 +321,12 @@ void CpuBackend::attention(const Tensor& q, int n_heads, const KvLayerView& cach
   a.mask_stride = masked ? rows.mask.stride : 0;
   if (a.m == 0) return;
   // Heads sharing a KV head are computed together (one read of its keys and values) when that
-  // still leaves at least two items per thread.
+  // still leaves at least two items per thread, or one per thread exactly.
   const int group = n_heads / cache.n_kv_heads;
+  const int64_t threads = pool_->size();
   for (int h = std::min(group, cpu::kMaxHeadsPerItem); h >= 1; --h) {
-    if (group % h == 0 && (h == 1 || a.m * (n_heads / h) >= 2 * pool_->size())) {
+    const int64_t items = a.m * (n_heads / h);
+    if (group % h == 0 && (h == 1 || items >= 2 * threads || items == threads)) {
       a.heads_per_item = h;
       break;
     }
