@@ -21,7 +21,8 @@ constexpr int kSpinIterations = 4000;
 constexpr double kYieldSeconds = 0.002;
 
 double seconds_now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
 }
 }  // namespace
 
@@ -57,13 +58,6 @@ int ThreadPool::hardware_threads() {
 }
 
 void ThreadPool::run_share(int thread) {
-  if (job_chunked_) {
-    for (;;) {
-      const int64_t begin = next_chunk_.fetch_add(job_grain_, std::memory_order_relaxed);
-      if (begin >= job_n_) return;
-      (*job_)(begin, std::min(job_n_, begin + job_grain_), thread);
-    }
-  }
   int64_t per = (job_n_ + n_threads_ - 1) / n_threads_;
   per = (per + job_grain_ - 1) / job_grain_ * job_grain_;
   int64_t begin = std::min<int64_t>(job_n_, per * thread);
@@ -78,27 +72,9 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64
     fn(0, n, 0);
     return;
   }
-  start(n, fn, std::max<int64_t>(1, grain), false);
-}
-
-void ThreadPool::parallel_chunks(int64_t n, const std::function<void(int64_t, int64_t, int)>& fn,
-                                 int64_t chunk) {
-  if (n <= 0) return;
-  if (n_threads_ == 1 || n <= chunk) {
-    fn(0, n, 0);
-    return;
-  }
-  next_chunk_.store(0, std::memory_order_relaxed);
-  start(n, fn, std::max<int64_t>(1, chunk), true);
-}
-
-// Publishes the job, runs the caller's part and waits for the workers.
-void ThreadPool::start(int64_t n, const std::function<void(int64_t, int64_t, int)>& fn,
-                       int64_t grain, bool chunked) {
   job_ = &fn;
   job_n_ = n;
-  job_grain_ = grain;
-  job_chunked_ = chunked;
+  job_grain_ = std::max<int64_t>(1, grain);
   pending_.store(n_threads_ - 1, std::memory_order_relaxed);
   {
     std::lock_guard<std::mutex> lock(mutex_);

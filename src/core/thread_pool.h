@@ -1,5 +1,4 @@
-// A fixed pool of worker threads that split a loop into one contiguous chunk per thread, or
-// into chunks taken in turn.
+// A fixed pool of worker threads that split a loop into one contiguous chunk per thread.
 #pragma once
 
 #include <atomic>
@@ -29,13 +28,6 @@ class ThreadPool {
   void parallel_for(int64_t n, const std::function<void(int64_t, int64_t, int)>& fn,
                     int64_t grain = 1);
 
-  // Like parallel_for, but the threads take chunks of `chunk` iterations from a shared counter
-  // until none are left, so that uneven costs (or a thread held up by the OS) balance out. Which
-  // thread runs which chunk depends on timing: fn's results must not depend on it. A pool of one
-  // thread calls fn(0, n, 0) once.
-  void parallel_chunks(int64_t n, const std::function<void(int64_t, int64_t, int)>& fn,
-                       int64_t chunk);
-
   // Number of hardware threads, at least 1.
   static int hardware_threads();
   // The process-wide pool of `n_threads` threads, created on first use and shared by every
@@ -46,8 +38,6 @@ class ThreadPool {
  private:
   void worker_loop(int thread);
   void run_share(int thread);
-  void start(int64_t n, const std::function<void(int64_t, int64_t, int)>& fn, int64_t grain,
-             bool chunked);
 
   int n_threads_;
   std::vector<std::thread> workers_;
@@ -60,8 +50,6 @@ class ThreadPool {
   const std::function<void(int64_t, int64_t, int)>* job_ = nullptr;
   int64_t job_n_ = 0;
   int64_t job_grain_ = 1;
-  bool job_chunked_ = false;            // parallel_chunks: job_grain_ is the chunk size
-  std::atomic<int64_t> next_chunk_{0};  // parallel_chunks: first iteration not yet taken
 };
 
 }  // namespace specd

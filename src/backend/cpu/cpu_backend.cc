@@ -136,16 +136,10 @@ void CpuBackend::quantize_x(const cpu::MatmulArgs& a) {
   quant_x_ = cpu::quantize_x(a, quant_x_scratch_.data());
 }
 
-// Small-M columns cost the same only within one weight format, and a core may be taken by
-// someone else for a while: the threads take chunks in turn, about eight each.
 template <typename Fn>
 void CpuBackend::run_columns(int64_t n, int64_t work, const Fn& fn) {
-  if (work < kMinParallelWork || pool_->size() == 1) return fn(int64_t{0}, n);
-  const int64_t chunks = 8 * pool_->size();
-  const int64_t chunk =
-      std::max<int64_t>(kMatmulGrain, (n + chunks - 1) / chunks / kMatmulGrain * kMatmulGrain);
-  pool_->parallel_chunks(
-      n, [&fn](int64_t begin, int64_t end, int) { fn(begin, end); }, chunk);
+  run(
+      n, work, [&fn](int64_t begin, int64_t end, int) { fn(begin, end); }, kMatmulGrain);
 }
 
 void CpuBackend::matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y,

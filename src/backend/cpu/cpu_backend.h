@@ -54,7 +54,8 @@ class CpuBackend final : public Backend {
   void small_columns(const cpu::MatmulArgs& a, int64_t begin, int64_t end);
   // For quantised weights: a.x into quant_x_, once per product (or group of products).
   void quantize_x(const cpu::MatmulArgs& a);
-  // Runs fn(begin, end) over the columns [0, n) of a small-M product on the pool.
+  // Runs fn(begin, end) over the columns [0, n) of a small-M product on the pool (one contiguous
+  // share per thread: on tiny models, chunks taken in turn cost more than they balance).
   template <typename Fn>
   void run_columns(int64_t n, int64_t work, const Fn& fn);
 

@@ -1,5 +1,4 @@
-// The thread pool covers every index exactly once, with timing-independent chunks or with
-// chunks taken in turn.
+// The thread pool covers every index exactly once with timing-independent chunks.
 #include "core/thread_pool.h"
 
 #include <gtest/gtest.h>
@@ -32,36 +31,6 @@ TEST(ThreadPool, ChunksAreDeterministicAndRespectGrain) {
     EXPECT_EQ(begins[0], 0);
     EXPECT_EQ(begins[1], 40);
     EXPECT_EQ(begins[2], 80);
-  }
-}
-
-// Chunks taken in turn: every index once, chunk boundaries at multiples of the chunk size (one
-// thread: one call for all), and the pool stays usable for static jobs afterwards.
-TEST(ThreadPool, ChunksTakenInTurnCoverEveryIndexOnce) {
-  for (int threads : {1, 2, 3}) {
-    ThreadPool pool(threads);
-    for (int64_t n : {1, 7, 64, 1000, 12345}) {
-      for (int64_t chunk : {1, 8, 100}) {
-        std::vector<std::atomic<int>> hits(n);
-        std::atomic<int> misaligned{0};
-        pool.parallel_chunks(
-            n,
-            [&](int64_t begin, int64_t end, int thread) {
-              const bool whole = threads == 1 && begin == 0 && end == n;  // one call
-              if (!whole && (begin % chunk != 0 || end - begin > chunk)) ++misaligned;
-              if (thread >= threads) ++misaligned;
-              for (int64_t i = begin; i < end; ++i) hits[i]++;
-            },
-            chunk);
-        for (int64_t i = 0; i < n; ++i) ASSERT_EQ(hits[i].load(), 1) << threads << " " << n;
-        EXPECT_EQ(misaligned.load(), 0) << threads << " " << n << " " << chunk;
-      }
-      std::vector<std::atomic<int>> hits(n);
-      pool.parallel_for(n, [&](int64_t begin, int64_t end, int) {
-        for (int64_t i = begin; i < end; ++i) hits[i]++;
-      });
-      for (int64_t i = 0; i < n; ++i) ASSERT_EQ(hits[i].load(), 1) << threads << " " << n;
-    }
   }
 }
 
