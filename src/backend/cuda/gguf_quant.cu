@@ -11,6 +11,7 @@
 #include <algorithm>
 
 #include "backend/cuda/gguf_dequant.cuh"
+#include "backend/cuda/small_quant.cuh"
 
 namespace specd::cuda {
 namespace {
@@ -18,15 +19,11 @@ namespace {
 using gguf::kChunkElems;
 using gguf::LaneSlot;
 
-constexpr int kWarps = 8;
-constexpr int kCols = 4;  // output columns per block
-
-struct ColumnGroup {
-  MatmulArgs part[MatmulGroup::kMaxParts];
-  int64_t tile_end[MatmulGroup::kMaxParts];  // cumulative blocks of kCols columns
-  int count;
-  bool vector_x;  // x rows 16-byte aligned
-};
+using small_quant::block_part;
+using small_quant::ColumnGroup;
+using small_quant::kCols;
+using small_quant::kWarps;
+using small_quant::store_columns;
 
 // Calls fn(F{}) with the format of `dtype`.
 template <class Fn>
@@ -64,10 +61,8 @@ template <class F, int kMaxM>
 __global__ void __launch_bounds__(kWarps * 32) small_block_kernel(ColumnGroup group) {
   __shared__ float partial[kWarps][kCols][kMaxM];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  int p = 0;
-  while (blockIdx.x >= group.tile_end[p]) ++p;
-  const MatmulArgs& a = group.part[p];
-  const int64_t n0 = (blockIdx.x - (p == 0 ? 0 : group.tile_end[p - 1])) * kCols;
+  int64_t n0;
+  const MatmulArgs& a = block_part(group, &n0);
   const int64_t blocks = a.k / F::kElems;
   const int64_t chunks = (a.k + kChunkElems - 1) / kChunkElems;
   const int64_t row_bytes = row_bytes_of<F>(a.w_stride);
@@ -131,32 +126,7 @@ __global__ void __launch_bounds__(kWarps * 32) small_block_kernel(ColumnGroup gr
     }
   }
 
-#pragma unroll
-  for (int c = 0; c < kCols; ++c) {
-#pragma unroll
-    for (int m = 0; m < kMaxM; ++m) {
-      float v = acc[c][m];
-#pragma unroll
-      for (int offset = 16; offset > 0; offset /= 2) {
-        v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, offset));
-      }
-      if (lane == 0) partial[warp][c][m] = v;
-    }
-  }
-  __syncthreads();
-  const int t = threadIdx.x;
-  if (t < kCols * kMaxM) {
-    const int c = t / kMaxM, m = t % kMaxM;
-    const int64_t n = n0 + c;
-    if (m < a.m && n < a.n) {
-      float v = 0.0f;
-#pragma unroll
-      for (int i = 0; i < kWarps; ++i) v = __fadd_rn(v, partial[i][c][m]);
-      if (a.bias != nullptr) v = __fadd_rn(v, load_f32(a.bias, a.bias_dtype, n));
-      float* out = a.y + m * a.y_stride + n;
-      *out = a.accumulate ? __fadd_rn(*out, v) : v;
-    }
-  }
+  store_columns(acc, partial, a, n0);
 }
 
 template <class F>
@@ -264,23 +234,16 @@ void matmul_block_small(const MatmulGroup& group, cudaStream_t stream) {
   const DType dtype = group.part[0].w_dtype;
   with_format(dtype, [&](auto format) {
     using F = decltype(format);
-    ColumnGroup g{};
-    g.count = group.count;
-    g.vector_x = true;
-    int64_t tiles = 0;
-    for (int p = 0; p < group.count; ++p) {
-      const MatmulArgs& a = group.part[p];
-      if (a.k % F::kElems != 0 || a.w_stride % F::kElems != 0 || a.m > 16 || a.w_dtype != dtype ||
-          reinterpret_cast<uintptr_t>(a.w) % 4 != 0) {
-        fail_message(
-            "cuda block-quantised matmul: K must be whole blocks, M <= 16, one weight dtype and "
-            "4-byte aligned weights");
-      }
-      g.part[p] = a;
-      tiles += (a.n + kCols - 1) / kCols;
-      g.tile_end[p] = tiles;
-      g.vector_x = g.vector_x && a.x_stride % 4 == 0 && reinterpret_cast<uintptr_t>(a.x) % 16 == 0;
-    }
+    int64_t tiles;
+    const ColumnGroup g = small_quant::column_group(
+        group,
+        [](const MatmulArgs& a) {
+          return a.k % F::kElems == 0 && a.w_stride % F::kElems == 0 &&
+                 reinterpret_cast<uintptr_t>(a.w) % 4 == 0;
+        },
+        "cuda block-quantised matmul: K must be whole blocks, M <= 16, one weight dtype and "
+        "4-byte aligned weights",
+        &tiles);
     if (tiles == 0 || group.part[0].m == 0) return;
     launch_small<F>(g, group.part[0].m, tiles, stream);
   });

@@ -12,13 +12,16 @@
 // only on K: rows are bit-identical whatever M.
 #include <algorithm>
 
-#include "backend/cuda/device.cuh"
+#include "backend/cuda/small_quant.cuh"
 
 namespace specd::cuda {
 namespace {
 
-constexpr int kWarps = 8;
-constexpr int kCols = 4;  // output columns per block
+using small_quant::block_part;
+using small_quant::ColumnGroup;
+using small_quant::kCols;
+using small_quant::kWarps;
+using small_quant::store_columns;
 constexpr int kBlockElems = 128;
 constexpr int kInt8Bytes = 132, kInt4Bytes = 68;
 
@@ -41,22 +44,13 @@ __device__ __forceinline__ void dequant_int8(uint32_t scale_bits, uint32_t codes
   for (int e = 0; e < 4; ++e) w[e] = __fmul_rn(d, byte_value(biased, e, 8388736.0f));
 }
 
-struct ColumnGroup {
-  MatmulArgs part[MatmulGroup::kMaxParts];
-  int64_t tile_end[MatmulGroup::kMaxParts];  // cumulative blocks of kCols columns
-  int count;
-  bool vector_x;  // x rows 16-byte aligned
-};
-
 // One block: kCols output columns of one part; kMaxM bounds the rows held in registers.
 template <DType kType, int kMaxM>
 __global__ void __launch_bounds__(kWarps * 32) small_int_kernel(ColumnGroup group) {
   __shared__ float partial[kWarps][kCols][kMaxM];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  int p = 0;
-  while (blockIdx.x >= group.tile_end[p]) ++p;
-  const MatmulArgs& a = group.part[p];
-  const int64_t n0 = (blockIdx.x - (p == 0 ? 0 : group.tile_end[p - 1])) * kCols;
+  int64_t n0;
+  const MatmulArgs& a = block_part(group, &n0);
   constexpr bool kInt8 = kType == DType::kInt8;
   constexpr int kBytes = kInt8 ? kInt8Bytes : kInt4Bytes;
   const int64_t blocks = a.k / kBlockElems;
@@ -141,32 +135,7 @@ __global__ void __launch_bounds__(kWarps * 32) small_int_kernel(ColumnGroup grou
     }
   }
 
-#pragma unroll
-  for (int c = 0; c < kCols; ++c) {
-#pragma unroll
-    for (int m = 0; m < kMaxM; ++m) {
-      float v = acc[c][m];
-#pragma unroll
-      for (int offset = 16; offset > 0; offset /= 2) {
-        v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, offset));
-      }
-      if (lane == 0) partial[warp][c][m] = v;
-    }
-  }
-  __syncthreads();
-  const int t = threadIdx.x;
-  if (t < kCols * kMaxM) {
-    const int c = t / kMaxM, m = t % kMaxM;
-    const int64_t n = n0 + c;
-    if (m < a.m && n < a.n) {
-      float v = 0.0f;
-#pragma unroll
-      for (int i = 0; i < kWarps; ++i) v = __fadd_rn(v, partial[i][c][m]);
-      if (a.bias != nullptr) v = __fadd_rn(v, load_f32(a.bias, a.bias_dtype, n));
-      float* out = a.y + m * a.y_stride + n;
-      *out = a.accumulate ? __fadd_rn(*out, v) : v;
-    }
-  }
+  store_columns(acc, partial, a, n0);
 }
 
 template <DType kType>
@@ -234,21 +203,14 @@ int64_t row_bytes_of(DType dtype, int64_t stride) {
 bool int_quant_dtype(DType dtype) { return dtype == DType::kInt8 || dtype == DType::kInt4; }
 
 void matmul_int_small(const MatmulGroup& group, cudaStream_t stream) {
-  ColumnGroup g{};
-  g.count = group.count;
-  g.vector_x = true;
-  int64_t tiles = 0;
-  for (int p = 0; p < group.count; ++p) {
-    const MatmulArgs& a = group.part[p];
-    if (a.k % kBlockElems != 0 || a.w_stride % kBlockElems != 0 || a.m > 16 ||
-        a.w_dtype != group.part[0].w_dtype || !int_quant_dtype(a.w_dtype)) {
-      fail_message("cuda int8/int4 matmul: K must be whole 128-element blocks and M <= 16");
-    }
-    g.part[p] = a;
-    tiles += (a.n + kCols - 1) / kCols;
-    g.tile_end[p] = tiles;
-    g.vector_x = g.vector_x && a.x_stride % 4 == 0 && reinterpret_cast<uintptr_t>(a.x) % 16 == 0;
-  }
+  int64_t tiles;
+  const ColumnGroup g = small_quant::column_group(
+      group,
+      [](const MatmulArgs& a) {
+        return a.k % kBlockElems == 0 && a.w_stride % kBlockElems == 0 &&
+               int_quant_dtype(a.w_dtype);
+      },
+      "cuda int8/int4 matmul: K must be whole 128-element blocks and M <= 16", &tiles);
   if (tiles == 0 || group.part[0].m == 0) return;
   if (group.part[0].w_dtype == DType::kInt8) {
     launch_small<DType::kInt8>(g, group.part[0].m, tiles, stream);
