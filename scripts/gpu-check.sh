@@ -5,7 +5,8 @@
 # Usage: scripts/gpu-check.sh [phase...]
 #   phases: build test sanitize kernels bench quant (default: these six; quant = int8/int4 and GGUF
 #   block-format weight kernels and decode with --quantize), profile (per-kernel times of
-#   the decode step with ncu), peers (gpt-fast side by side; needs SPECD_GPT_FAST_DIR, a folder
+#   the decode step with ncu), serve (`specd serve` on the GPU with the demo pair: batch-1 latency
+#   beside `specd generate`, then 1 and 8 concurrent streams with and without speculation), peers (gpt-fast side by side; needs SPECD_GPT_FAST_DIR, a folder
 #   with gpt-fast's model.py and quantize.py, and PyTorch)
 # Env: SPECD_GPU_OUT (results folder, default build-gpu/results), SPECD_GPU_MODEL_DIR (where the
 # random-weight benchmark models are written, default /tmp/specd-gpu-models), SPECD_GPU_CMAKE_ARGS
@@ -116,6 +117,15 @@ for r in rows:
     us = float(r["Metric Value"].replace(",", "")) / (1000.0 if unit == "nsecond" else 1.0)
     print(f"{us:8.2f} us  {r['Kernel Name'][:90]}")
 PY
+fi
+
+if has serve; then
+  for spec in none draft; do
+    SPECD=$bin DEVICE=cuda OUT_DIR=$out MODE=latency bash bench/server_load.sh "$spec"
+  done
+  for spec in none draft ngram ngram+draft; do
+    for c in 1 8; do SPECD=$bin DEVICE=cuda OUT_DIR=$out bash bench/server_load.sh "$spec" "$c" 15; done
+  done
 fi
 
 if has peers; then

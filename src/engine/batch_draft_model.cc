@@ -25,6 +25,8 @@ BatchDraftModel::BatchDraftModel(Transformer& model, KvCache& kv, int target_voc
       row_slots_(std::max<int>(kSmallBatch, model.limits().max_rows)),
       logit_rows_(kSmallBatch),
       host_logits_(static_cast<size_t>(kSmallBatch) * model.config().vocab_size),
+      argmax_buffer_(model.backend().alloc(kSmallBatch * sizeof(int32_t))),
+      argmax_(kSmallBatch),
       scratch_(target_vocab) {
   SPECD_CHECK(model.limits().max_logit_rows >= kSmallBatch,
               "the draft model needs {} logit rows per forward", kSmallBatch);
@@ -69,7 +71,7 @@ std::span<const int32_t> BatchDraftModel::catch_up(const Job& job) {
 
 void BatchDraftModel::run_rows(const std::vector<Job*>& jobs,
                                const std::vector<std::span<const int32_t>>& rows,
-                               const std::vector<int32_t>& first_position) {
+                               const std::vector<int32_t>& first_position, bool ids_only) {
   // Packs whole per-job row ranges greedily into forwards of <= kSmallBatch rows; a range longer
   // than that is split over several forwards (its logits come from the last).
   size_t j = 0;
@@ -101,19 +103,30 @@ void BatchDraftModel::run_rows(const std::vector<Job*>& jobs,
     batch.logit_rows = logit_rows_.data();
     batch.n_logit_rows = n_logits;
     Tensor logits = model_.forward(batch, kv_);
-    if (n_logits > 0) {
-      model_.backend().copy_to_host(host_logits_.data(), logits.data, logits.bytes());
+    Backend& backend = model_.backend();
+    if (n_logits > 0 && ids_only) {
+      Tensor ids = argmax_buffer_.view(DType::kI32, 1, logits.rows);
+      backend.argmax_rows(logits, ids);
+      backend.copy_to_host(argmax_.data(), ids.data, ids.bytes());
+    } else if (n_logits > 0) {
+      backend.copy_to_host(host_logits_.data(), logits.data, logits.bytes());
     }
     for (const auto& [job, row] : logit_of) {
-      std::copy_n(host_logits_.data() + static_cast<size_t>(row) * draft_vocab_, draft_vocab_,
-                  slots_[jobs[job]->slot].logits.data());
+      SlotState& s = slots_[jobs[job]->slot];
+      s.argmax = ids_only ? argmax_[row] : -1;
+      if (!ids_only) {
+        std::copy_n(host_logits_.data() + static_cast<size_t>(row) * draft_vocab_, draft_vocab_,
+                    s.logits.data());
+      }
     }
   }
 }
 
-int32_t BatchDraftModel::choose(const float* logits, const SamplingParams& params, int64_t position,
-                                float* probs, float* top_prob) {
-  std::span<const float> row(logits, usable_vocab_);
+int32_t BatchDraftModel::choose(const SlotState& s, const SamplingParams& params, float* probs,
+                                float* top_prob) {
+  if (s.argmax >= 0) return s.argmax;
+  std::span<const float> row(s.logits.data(), usable_vocab_);
+  const int64_t position = s.position;
   if (params.greedy()) {
     int32_t best = Sampler::argmax(row);
     if (p_min_ > 0) {
@@ -159,7 +172,12 @@ void BatchDraftModel::propose(std::vector<Job>& jobs) {
     s.done = false;
   }
   if (active.empty()) return;
-  run_rows(active, rows, first);
+  // Greedy chains without a probability cut only need each row's argmax: it is found on the
+  // model's device and only the ids come back (the draft's whole vocabulary is usable).
+  const bool ids_only = p_min_ <= 0 && usable_vocab_ == draft_vocab_ &&
+                        std::all_of(active.begin(), active.end(),
+                                    [](const Job* job) { return job->params->greedy(); });
+  run_rows(active, rows, first, ids_only);
   std::vector<int32_t> next(active.size());
   for (int step = 0; !active.empty(); ++step) {
     std::vector<Job*> still;
@@ -173,7 +191,7 @@ void BatchDraftModel::propose(std::vector<Job>& jobs) {
       float* probs =
           out.sampled ? out.probs.data() + static_cast<size_t>(j) * target_vocab_ : scratch_.data();
       float top_prob = 1.0f;
-      int32_t token = choose(s.logits.data(), *job.params, s.position, probs, &top_prob);
+      int32_t token = choose(s, *job.params, probs, &top_prob);
       if (j > 0 && top_prob < p_min_) continue;
       out.tokens.push_back(token);
       if (j + 1 == job.max_k) continue;
@@ -184,7 +202,7 @@ void BatchDraftModel::propose(std::vector<Job>& jobs) {
       ++s.position;
     }
     for (size_t i = 0; i < still.size(); ++i) step_rows.emplace_back(&next[i], 1);
-    if (!still.empty()) run_rows(still, step_rows, step_first);
+    if (!still.empty()) run_rows(still, step_rows, step_first, ids_only);
     active.swap(still);
   }
   for (Job& job : jobs) {

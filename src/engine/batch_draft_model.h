@@ -35,6 +35,7 @@ class BatchDraftModel {
   struct SlotState {
     std::vector<int32_t> cached;  // tokens whose K/V are in this slot, in order
     std::vector<float> logits;    // [draft vocab] the job's latest logits row
+    int32_t argmax = -1;          // its argmax, when only that was read back (else -1)
     int64_t position = 0;         // position of the next draft token
     bool done = false;
   };
@@ -43,11 +44,10 @@ class BatchDraftModel {
   std::span<const int32_t> catch_up(const Job& job);
   // Runs rows[j] of jobs[j] (positions from first_position[j]) in forwards of at most
   // kSmallBatch rows, keeping each job's rows together when they fit; stores each job's
-  // last-row logits in its slot state.
+  // last-row logits in its slot state (or only their argmax, when `ids_only`).
   void run_rows(const std::vector<Job*>& jobs, const std::vector<std::span<const int32_t>>& rows,
-                const std::vector<int32_t>& first_position);
-  int32_t choose(const float* logits, const SamplingParams& params, int64_t position, float* probs,
-                 float* top_prob);
+                const std::vector<int32_t>& first_position, bool ids_only);
+  int32_t choose(const SlotState& s, const SamplingParams& params, float* probs, float* top_prob);
 
   Transformer& model_;
   KvCache& kv_;
@@ -57,6 +57,8 @@ class BatchDraftModel {
   std::vector<SlotState> slots_;
   std::vector<int32_t> tokens_, positions_, row_slots_, logit_rows_;
   std::vector<float> host_logits_;  // [kSmallBatch, draft vocab]
+  DeviceBuffer argmax_buffer_;      // [kSmallBatch] i32 on the draft model's device
+  std::vector<int32_t> argmax_;     // [kSmallBatch] host copy
   std::vector<float> scratch_;      // [target vocab]
 };
 

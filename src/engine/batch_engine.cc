@@ -295,7 +295,9 @@ void BatchEngine::decode_round(std::vector<Sequence*>& batch) {
       backend.argmax_rows(logits, ids);
       backend.copy_to_host(argmax_.data(), ids.data, ids.bytes());
     }
-    double seconds = now_seconds() - t0;
+    // The forward's time is shared by its sequences, as the draft time is (each is charged its
+    // share), so a sequence's draft-length policy weighs both at the same scale.
+    const double seconds = (now_seconds() - t0) / static_cast<double>(group.size());
     for (Sequence* seq : group) {
       const size_t row = static_cast<size_t>(seq->row_offset);
       verify_rows(*seq, host_logits ? logits_.data() + row * vocab_ : nullptr,

@@ -44,9 +44,9 @@ Transformer::Transformer(Backend& backend, ModelConfig config, const TensorStore
 
   const size_t rows = limits_.max_rows;
   auto f32 = [&](size_t cols) { return backend_.alloc(rows * cols * sizeof(float)); };
-  indices_ = backend_.alloc(4 * rows * sizeof(int32_t));
+  indices_ = backend_.alloc((4 * rows + limits_.max_logit_rows) * sizeof(int32_t));
   zero_slots_.assign(rows, 0);
-  staged_.resize(4 * rows);
+  staged_.resize(4 * rows + limits_.max_logit_rows);
   x_ = f32(config_.hidden_size);
   h_ = f32(config_.hidden_size);
   q_ = f32(config_.q_dim());
@@ -77,15 +77,14 @@ Tensor Transformer::hidden(size_t capture_index) const {
 }
 
 uint64_t Transformer::recording_key(const ForwardBatch& batch, const KvCache& kv) const {
-  // Everything that changes which kernels run on which addresses: row counts, the logit rows,
-  // the cache and the hidden-state captures.
+  // Everything that changes which kernels run on which addresses: row counts, whether logit rows
+  // are picked (which ones is read from device memory), the cache and the hidden-state captures.
   const int n_logits = batch.logit_rows ? batch.n_logit_rows : batch.n_rows;
   uint64_t key = 1469598103934665603ull;
   auto mix = [&](uint64_t v) { key = (key ^ v) * 1099511628211ull; };
   mix(static_cast<uint64_t>(batch.n_rows));
   mix(static_cast<uint64_t>(n_logits));
   mix(batch.logit_rows != nullptr);
-  for (int i = 0; batch.logit_rows != nullptr && i < n_logits; ++i) mix(batch.logit_rows[i]);
   mix(reinterpret_cast<uintptr_t>(kv.layer(0).k));
   mix(capture_layers_.size());
   for (int layer : capture_layers_) mix(static_cast<uint64_t>(layer));
@@ -106,7 +105,8 @@ Tensor Transformer::forward(const ForwardBatch& batch, KvCache& kv) {
   last_rows_ = m;
 
   // Check the rows on the host (device kernels skip out-of-range rows instead of failing), then
-  // stage the index arrays on the device in one copy: [tokens | positions | slots | cache_index].
+  // stage the index arrays on the device in one copy:
+  // [tokens | positions | slots | cache_index | logit rows].
   const KvCacheShape& kv_shape = kv.shape();
   const int32_t* slots = batch.slots ? batch.slots : zero_slots_.data();
   const int32_t* cache_index = batch.cache_index ? batch.cache_index : batch.positions;
@@ -121,12 +121,19 @@ Tensor Transformer::forward(const ForwardBatch& batch, KvCache& kv) {
     SPECD_CHECK(cache_index[i] >= 0 && cache_index[i] < kv_shape.capacity,
                 "KV entry {} is outside the cache capacity {}", cache_index[i], kv_shape.capacity);
   }
+  for (int i = 0; batch.logit_rows != nullptr && i < n_logits; ++i) {
+    SPECD_CHECK(batch.logit_rows[i] >= 0 && batch.logit_rows[i] < m, "logit row {} out of range",
+                batch.logit_rows[i]);
+  }
   const int32_t* host[4] = {batch.tokens, batch.positions, slots, cache_index};
   for (int a = 0; a < 4; ++a) std::memcpy(&staged_[a * m], host[a], m * sizeof(int32_t));
+  const int n_picked = batch.logit_rows != nullptr ? n_logits : 0;
+  if (n_picked > 0) std::memcpy(&staged_[4 * m], batch.logit_rows, n_picked * sizeof(int32_t));
   auto* idx = static_cast<int32_t*>(indices_.data());
-  backend_.copy_to_device(idx, staged_.data(), 4 * m * sizeof(int32_t));
+  backend_.copy_to_device(idx, staged_.data(), (4 * m + n_picked) * sizeof(int32_t));
   const size_t stride = m;
   auto index_view = [&](int a) { return Tensor::make(idx + a * stride, DType::kI32, 1, m, dev); };
+  const Tensor picked_rows = Tensor::make(idx + 4 * stride, DType::kI32, 1, n_picked, dev);
   AttentionRows rows;
   rows.count = m;
   rows.positions = index_view(1);
@@ -151,10 +158,6 @@ Tensor Transformer::forward(const ForwardBatch& batch, KvCache& kv) {
 
   Tensor normed = Tensor::make(normed_.data(), DType::kF32, n_logits, c.hidden_size, dev);
   Tensor logits = Tensor::make(logits_.data(), DType::kF32, n_logits, c.vocab_size, dev);
-  for (int i = 0; batch.logit_rows != nullptr && i < n_logits; ++i) {
-    SPECD_CHECK(batch.logit_rows[i] >= 0 && batch.logit_rows[i] < m, "logit row {} out of range",
-                batch.logit_rows[i]);
-  }
   auto layers = [&] {
     backend_.embedding(index_view(0), weights_.embed, x);
     if (c.embed_scale != 0.0f) backend_.scale(x, c.embed_scale);
@@ -205,12 +208,10 @@ Tensor Transformer::forward(const ForwardBatch& batch, KvCache& kv) {
 
     if (batch.logit_rows == nullptr) {
       backend_.rms_norm(x, weights_.final_norm, eps, normed);
-    } else {
-      for (int i = 0; i < n_logits; ++i) {
-        int r = batch.logit_rows[i];
-        Tensor dst = normed.slice_rows(i, 1);
-        backend_.rms_norm(x.slice_rows(r, 1), weights_.final_norm, eps, dst);
-      }
+    } else if (n_logits > 0) {
+      // Gather the picked rows of x (a row lookup, as for token embeddings), then normalise them.
+      backend_.embedding(picked_rows, x, normed);
+      backend_.rms_norm(normed, weights_.final_norm, eps, normed);
     }
     if (n_logits > 0) backend_.matmul(normed, weights_.lm_head, nullptr, logits, false);
   };

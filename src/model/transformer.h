@@ -68,8 +68,10 @@ class Transformer {
   uint64_t recording_key(const ForwardBatch& batch, const KvCache& kv) const;
 
   std::vector<int32_t> zero_slots_;  // [max_rows] host zeros for single-sequence batches
-  std::vector<int32_t> staged_;      // [4 * max_rows] host copy of the index arrays
-  DeviceBuffer indices_;  // [4 * max_rows] i32: tokens, positions, slots, cache_index (m each)
+  std::vector<int32_t> staged_;  // [4 * max_rows + max_logit_rows] host copy of the index arrays
+  // [4 * max_rows + max_logit_rows] i32: tokens, positions, slots, cache_index (m each), then the
+  // picked logit rows
+  DeviceBuffer indices_;
   DeviceBuffer x_, h_, q_, k_, v_, attn_, gate_, up_, normed_, logits_, captured_;
 };
 

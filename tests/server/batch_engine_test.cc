@@ -1,6 +1,7 @@
 // Continuous batching is exact: 16 requests decoded together (plain, n-gram, draft model,
 // n-gram + draft) emit exactly the tokens each gives alone with the single-sequence Generator,
 // greedy and sampled; cancellation frees slots; stop callbacks cut inside accepted drafts.
+// SPECD_TEST_DEVICE=cuda runs it on the GPU.
 #include "engine/batch_engine.h"
 
 #include <gtest/gtest.h>
@@ -8,6 +9,7 @@
 #include <fstream>
 #include <map>
 
+#include "../integration/test_device.h"
 #include "core/error.h"
 #include "engine/generator.h"
 #include "engine/prefix_cache.h"
@@ -32,7 +34,7 @@ struct Model {
   Model(const std::string& dir, int slots, int capacity) {
     config = load_model_config(dir);
     store = TensorStore::open_dir(dir);
-    backend = make_backend(Device{}, 2);
+    backend = make_backend(testing_support::test_device(), 2);
     model = std::make_unique<Transformer>(*backend, config, store,
                                           TransformerLimits{kMaxRows, kSmallBatch, capacity});
     kv = std::make_unique<KvCache>(
