@@ -4,7 +4,7 @@
 # and commit to $OUT_DIR (default bench/results):
 #
 #   bash bench/server_load.sh [SPEC=none|ngram|draft|ngram+draft] [CONCURRENCY=64] [SECONDS=60]
-#     C concurrent streams for S seconds -> server_load_<spec>_c<C>[_<device>].json
+#     C concurrent streams for S seconds -> server_load_<spec>[_<device>]_c<C>.json
 #   MODE=latency bash bench/server_load.sh [SPEC]
 #     10 requests one at a time, beside 10 runs of `specd generate` on the same prompt: decode
 #     tok/s and time to first token against generate's prefill time
