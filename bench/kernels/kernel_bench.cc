@@ -8,6 +8,9 @@
 #include <cblas.h>
 
 #include <algorithm>
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -248,6 +251,41 @@ void bench_attention(CpuBackend& backend) {
   }
 }
 
+#if defined(__x86_64__)
+// Peak f32 multiply-add rate: 12 independent 8-lane FMA chains per thread (enough to cover the
+// FMA latency on two pipes), no memory traffic. The bound that prefill (a GEMM) cannot pass.
+__attribute__((target("avx2,fma"))) float fma_chains(int64_t iterations, float seed) {
+  __m256 acc[12];
+  for (int i = 0; i < 12; ++i) acc[i] = _mm256_set1_ps(seed + static_cast<float>(i));
+  const __m256 a = _mm256_set1_ps(0.999999f), b = _mm256_set1_ps(1e-7f);
+  for (int64_t it = 0; it < iterations; ++it) {
+    for (int i = 0; i < 12; ++i) acc[i] = _mm256_fmadd_ps(acc[i], a, b);
+  }
+  float out[8];
+  __m256 sum = acc[0];
+  for (int i = 1; i < 12; ++i) sum = _mm256_add_ps(sum, acc[i]);
+  _mm256_storeu_ps(out, sum);
+  return out[0];
+}
+
+void bench_fma_peak(ThreadPool& pool) {
+  constexpr int64_t kIterations = 20'000'000;
+  std::vector<float> sink(pool.size());
+  std::vector<double> rates;
+  for (int rep = 0; rep < 5; ++rep) {
+    const double start = now_seconds();
+    pool.parallel_for(pool.size(), [&](int64_t begin, int64_t end, int thread) {
+      for (int64_t t = begin; t < end; ++t) sink[thread] += fma_chains(kIterations, 1.0f + t);
+    });
+    const double seconds = now_seconds() - start;
+    rates.push_back(static_cast<double>(pool.size()) * kIterations * 12 * 8 * 2 / seconds / 1e9);
+  }
+  std::sort(rates.begin(), rates.end());
+  std::printf("f32 FMA peak, %d threads (AVX2, 12 chains each): median %.1f GFLOP/s, best %.1f\n",
+              pool.size(), rates[rates.size() / 2], rates.back());
+}
+#endif
+
 }  // namespace
 }  // namespace specd
 
@@ -269,5 +307,8 @@ int main(int argc, char** argv) {
   if (want("quant")) specd::bench_matmul_quant(backend);
   if (want("gemm")) specd::bench_gemm(backend, threads);
   if (want("attention")) specd::bench_attention(backend);
+#if defined(__x86_64__)
+  if (want("fma")) specd::bench_fma_peak(backend.pool());
+#endif
   return 0;
 }
