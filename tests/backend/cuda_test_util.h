@@ -1,5 +1,7 @@
 // Test fixture for the CUDA backend tests: skips without a CUDA backend or GPU, uploads host
-// tensors and weights (float or quantised blocks), downloads results.
+// tensors and weights (float or quantised blocks), downloads results, and runs the checks every
+// weight format's kernels share (matmul against the reference, batch invariance, grouped launches,
+// embedding rows).
 #pragma once
 
 #include <gtest/gtest.h>
@@ -8,6 +10,7 @@
 #include <memory>
 #include <vector>
 
+#include "backend/reference.h"
 #include "test_util.h"
 
 namespace specd::backend_test {
@@ -35,6 +38,77 @@ class CudaTest : public testing::Test {
                          dtype_size(device.dtype);
     backend_->copy_to_host(out.t().data, device.data, bytes);
     return out;
+  }
+
+  // Largest relative error of y = x·wᵀ + bias (or y += ...) on the device against the reference.
+  double matmul_error(const HostTensor& x, const Tensor& w, const HostTensor& bias,
+                      const HostTensor& y, bool accumulate) {
+    HostTensor want = y.clone();
+    Tensor dx = upload(x), dw = upload_weight(w), db = upload(bias), dy = upload(y);
+    backend_->matmul(dx, dw, &db, dy, accumulate);
+    HostTensor got = download(dy, y);
+    reference::matmul(x.t(), w, &bias.t(), want.t(), accumulate);
+    return max_rel_error(got.t(), want.t());
+  }
+
+  // x (kSmallBatch rows) times w: each row of a product of its first M rows, for every M, has the
+  // bits of that row multiplied alone.
+  void expect_batch_invariant(const HostTensor& x, const Tensor& w) {
+    const int64_t n = w.rows;
+    Tensor dx = upload(x), dw = upload_weight(w);
+    HostTensor alone(DType::kF32, kSmallBatch, n);
+    Tensor dalone = upload(alone);
+    for (int64_t r = 0; r < kSmallBatch; ++r) {
+      Tensor yr = dalone.slice_rows(r, 1);
+      backend_->matmul(dx.slice_rows(r, 1), dw, nullptr, yr, false);
+    }
+    HostTensor single = download(dalone, alone);
+    for (int64_t m = 1; m <= kSmallBatch; ++m) {
+      HostTensor y(DType::kF32, m, n);
+      Tensor dy = upload(y);
+      backend_->matmul(dx.slice_rows(0, m), dw, nullptr, dy, false);
+      HostTensor got = download(dy, y);
+      for (int64_t r = 0; r < m; ++r) {
+        ASSERT_TRUE(same_bits(got.t(), r, single.t(), r))
+            << dtype_name(w.dtype) << " K=" << w.cols << " M=" << m << " row " << r;
+      }
+    }
+  }
+
+  // One matmul_group over `weights` (same K, any N) gives the bits of separate matmuls.
+  void expect_group_equals_separate(const HostTensor& x, const std::vector<Tensor>& weights) {
+    Tensor dx = upload(x);
+    std::vector<Tensor> dw, grouped, separate;
+    std::vector<HostTensor> shapes;
+    for (const Tensor& w : weights) {
+      shapes.emplace_back(DType::kF32, x.t().rows, w.rows);
+      dw.push_back(upload_weight(w));
+      grouped.push_back(upload(shapes.back()));
+      separate.push_back(upload(shapes.back()));
+    }
+    std::vector<MatmulPart> parts;
+    for (size_t i = 0; i < weights.size(); ++i) parts.push_back({&dw[i], nullptr, &grouped[i]});
+    backend_->matmul_group(dx, parts);
+    for (size_t i = 0; i < weights.size(); ++i) {
+      backend_->matmul(dx, dw[i], nullptr, separate[i], false);
+      HostTensor a = download(grouped[i], shapes[i]), b = download(separate[i], shapes[i]);
+      for (int64_t r = 0; r < x.t().rows; ++r) {
+        EXPECT_TRUE(same_bits(a.t(), r, b.t(), r)) << dtype_name(weights[i].dtype) << " part " << i;
+      }
+    }
+  }
+
+  // Embedding rows `ids` of `table` on the device: bit-exact against the reference.
+  void expect_exact_embedding(const Tensor& table, const std::vector<int32_t>& ids) {
+    HostTensor host_ids = i32_vector(ids);
+    const int64_t m = static_cast<int64_t>(ids.size());
+    HostTensor got(DType::kF32, m, table.cols), want(DType::kF32, m, table.cols);
+    Tensor dt = upload_weight(table), di = upload(host_ids), dout = upload(got);
+    backend_->embedding(di, dt, dout);
+    HostTensor host = download(dout, got);
+    reference::embedding(host_ids.t(), table, want.t());
+    EXPECT_EQ(max_rel_error(host.t(), want.t()), 0.0)
+        << dtype_name(table.dtype) << " D=" << table.cols;
   }
 
   std::unique_ptr<Backend> backend_;

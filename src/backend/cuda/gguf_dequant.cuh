@@ -41,6 +41,28 @@ __device__ __forceinline__ void scale_min(int j, uint32_t s0, uint32_t s1, uint3
   *min = static_cast<float>(mn);
 }
 
+// w[e] = (byte e of lo - o) * d_lo and w[4 + e] = (byte e of hi - o) * d_hi for e < 4, each
+// product rounded: the formats whose weight is a scaled code.
+__device__ __forceinline__ void scale_runs(uint32_t lo, uint32_t hi, float o, float d_lo,
+                                           float d_hi, float (&w)[8]) {
+#pragma unroll
+  for (int e = 0; e < 4; ++e) {
+    w[e] = __fmul_rn(byte_value(lo, e, k2p23 + o), d_lo);
+    w[4 + e] = __fmul_rn(byte_value(hi, e, k2p23 + o), d_hi);
+  }
+}
+
+// w[e] = byte e of lo * d_lo - m_lo and w[4 + e] = byte e of hi * d_hi - m_hi, each operation
+// rounded: the formats with a min (a q4_1-style + m is - (-m), the same rounded sum).
+__device__ __forceinline__ void scale_shift_runs(uint32_t lo, uint32_t hi, float d_lo, float m_lo,
+                                                 float d_hi, float m_hi, float (&w)[8]) {
+#pragma unroll
+  for (int e = 0; e < 4; ++e) {
+    w[e] = __fsub_rn(__fmul_rn(byte_value(lo, e, k2p23), d_lo), m_lo);
+    w[4 + e] = __fsub_rn(__fmul_rn(byte_value(hi, e, k2p23), d_hi), m_hi);
+  }
+}
+
 // A format F has:
 //   kElems, kBytes: elements and bytes of a block; kWords: 32-bit words a lane loads per block;
 //   run(part, r): the offset in the block of the lane's run r (0 or 1) of 4 elements, where part
@@ -60,11 +82,8 @@ struct Q8_0 {
   }
   __device__ static void dequant(const uint32_t (&v)[kWords], int, float (&w)[8]) {
     const float d = half_value(v[0], 0);
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {  // int8 q -> q + 128, then minus 128
-      w[e] = __fmul_rn(byte_value(v[1] ^ 0x80808080u, e, k2p23 + 128.0f), d);
-      w[4 + e] = __fmul_rn(byte_value(v[2] ^ 0x80808080u, e, k2p23 + 128.0f), d);
-    }
+    // int8 q -> q + 128, then minus 128
+    scale_runs(v[1] ^ 0x80808080u, v[2] ^ 0x80808080u, 128.0f, d, d, w);
   }
 };
 
@@ -78,12 +97,7 @@ struct Q4_0 {
   }
   __device__ static void dequant(const uint32_t (&v)[kWords], int, float (&w)[8]) {
     const float d = half_value(v[0], 0);
-    const uint32_t lo = v[1] & 0x0F0F0F0Fu, hi = (v[1] >> 4) & 0x0F0F0F0Fu;
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      w[e] = __fmul_rn(byte_value(lo, e, k2p23 + 8.0f), d);
-      w[4 + e] = __fmul_rn(byte_value(hi, e, k2p23 + 8.0f), d);
-    }
+    scale_runs(v[1] & 0x0F0F0F0Fu, (v[1] >> 4) & 0x0F0F0F0Fu, 8.0f, d, d, w);
   }
 };
 
@@ -97,12 +111,7 @@ struct Q4_1 {
   }
   __device__ static void dequant(const uint32_t (&v)[kWords], int, float (&w)[8]) {
     const float d = half_value(v[0], 0), m = half_value(v[0], 1);
-    const uint32_t lo = v[1] & 0x0F0F0F0Fu, hi = (v[1] >> 4) & 0x0F0F0F0Fu;
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      w[e] = __fadd_rn(__fmul_rn(byte_value(lo, e, k2p23), d), m);
-      w[4 + e] = __fadd_rn(__fmul_rn(byte_value(hi, e, k2p23), d), m);
-    }
+    scale_shift_runs(v[1] & 0x0F0F0F0Fu, (v[1] >> 4) & 0x0F0F0F0Fu, d, -m, d, -m, w);
   }
 };
 
@@ -119,11 +128,7 @@ struct Q5_0 {
     const float d = half_value(v[0], 0);
     const uint32_t lo = (v[2] & 0x0F0F0F0Fu) | (spread_bits(v[1] >> (4 * part)) << 4);
     const uint32_t hi = ((v[2] >> 4) & 0x0F0F0F0Fu) | (spread_bits(v[1] >> (16 + 4 * part)) << 4);
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      w[e] = __fmul_rn(byte_value(lo, e, k2p23 + 16.0f), d);
-      w[4 + e] = __fmul_rn(byte_value(hi, e, k2p23 + 16.0f), d);
-    }
+    scale_runs(lo, hi, 16.0f, d, d, w);
   }
 };
 
@@ -140,11 +145,7 @@ struct Q5_1 {
     const float d = half_value(v[0], 0), m = half_value(v[0], 1);
     const uint32_t lo = (v[2] & 0x0F0F0F0Fu) | (spread_bits(v[1] >> (4 * part)) << 4);
     const uint32_t hi = ((v[2] >> 4) & 0x0F0F0F0Fu) | (spread_bits(v[1] >> (16 + 4 * part)) << 4);
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      w[e] = __fadd_rn(__fmul_rn(byte_value(lo, e, k2p23), d), m);
-      w[4 + e] = __fadd_rn(__fmul_rn(byte_value(hi, e, k2p23), d), m);
-    }
+    scale_shift_runs(lo, hi, d, -m, d, -m, w);
   }
 };
 
@@ -170,11 +171,7 @@ struct Q4_K {
     scale_min(2 * i + 1, v[1], v[2], v[3], &sc, &mn);
     const float d2 = __fmul_rn(d, sc), m2 = __fmul_rn(dmin, mn);
     const uint32_t lo = v[4] & 0x0F0F0F0Fu, hi = (v[4] >> 4) & 0x0F0F0F0Fu;
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      w[e] = __fsub_rn(__fmul_rn(d1, byte_value(lo, e, k2p23)), m1);
-      w[4 + e] = __fsub_rn(__fmul_rn(d2, byte_value(hi, e, k2p23)), m2);
-    }
+    scale_shift_runs(lo, hi, d1, m1, d2, m2, w);
   }
 };
 
@@ -201,11 +198,7 @@ struct Q5_K {
     const float d2 = __fmul_rn(d, sc), m2 = __fmul_rn(dmin, mn);
     const uint32_t lo = (v[5] & 0x0F0F0F0Fu) | (((v[4] >> (2 * i)) & 0x01010101u) << 4);
     const uint32_t hi = ((v[5] >> 4) & 0x0F0F0F0Fu) | (((v[4] >> (2 * i + 1)) & 0x01010101u) << 4);
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      w[e] = __fsub_rn(__fmul_rn(d1, byte_value(lo, e, k2p23)), m1);
-      w[4 + e] = __fsub_rn(__fmul_rn(d2, byte_value(hi, e, k2p23)), m2);
-    }
+    scale_shift_runs(lo, hi, d1, m1, d2, m2, w);
   }
 };
 
@@ -233,11 +226,7 @@ struct Q6_K {
     const float d_hi = __fmul_rn(d, static_cast<float>(static_cast<int8_t>(v[3] >> 8)));
     const uint32_t lo = (v[1] & 0x0F0F0F0Fu) | (((v[2] >> (2 * g)) & 0x03030303u) << 4);
     const uint32_t hi = ((v[1] >> 4) & 0x0F0F0F0Fu) | (((v[2] >> (2 * g + 4)) & 0x03030303u) << 4);
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      w[e] = __fmul_rn(d_lo, byte_value(lo, e, k2p23 + 32.0f));
-      w[4 + e] = __fmul_rn(d_hi, byte_value(hi, e, k2p23 + 32.0f));
-    }
+    scale_runs(lo, hi, 32.0f, d_lo, d_hi, w);
   }
 };
 

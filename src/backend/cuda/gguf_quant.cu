@@ -131,18 +131,9 @@ __global__ void __launch_bounds__(kWarps * 32) small_block_kernel(ColumnGroup gr
 
 template <class F>
 void launch_small(const ColumnGroup& group, int64_t m, int64_t tiles, cudaStream_t stream) {
-  Launch launch(dim3(static_cast<unsigned>(tiles)), dim3(kWarps * 32), 0, stream);
-  cudaError_t status;
-  if (m <= 1) {
-    status = cudaLaunchKernelEx(&launch.config, small_block_kernel<F, 1>, group);
-  } else if (m <= 4) {
-    status = cudaLaunchKernelEx(&launch.config, small_block_kernel<F, 4>, group);
-  } else if (m <= 8) {
-    status = cudaLaunchKernelEx(&launch.config, small_block_kernel<F, 8>, group);
-  } else {
-    status = cudaLaunchKernelEx(&launch.config, small_block_kernel<F, 16>, group);
-  }
-  check(status, "small_block_kernel");
+  launch_row_tiled(
+      group, m, tiles, stream,
+      [](auto rows) { return small_block_kernel<F, decltype(rows)::value>; }, "small_block_kernel");
 }
 
 // Dequantises the lane's 8 weights of `chunk` of `row` into w; false (w untouched) when the

@@ -140,18 +140,9 @@ __global__ void __launch_bounds__(kWarps * 32) small_int_kernel(ColumnGroup grou
 
 template <DType kType>
 void launch_small(const ColumnGroup& group, int64_t m, int64_t tiles, cudaStream_t stream) {
-  Launch launch(dim3(static_cast<unsigned>(tiles)), dim3(kWarps * 32), 0, stream);
-  cudaError_t status;
-  if (m <= 1) {
-    status = cudaLaunchKernelEx(&launch.config, small_int_kernel<kType, 1>, group);
-  } else if (m <= 4) {
-    status = cudaLaunchKernelEx(&launch.config, small_int_kernel<kType, 4>, group);
-  } else if (m <= 8) {
-    status = cudaLaunchKernelEx(&launch.config, small_int_kernel<kType, 8>, group);
-  } else {
-    status = cudaLaunchKernelEx(&launch.config, small_int_kernel<kType, 16>, group);
-  }
-  check(status, "small_int_kernel");
+  launch_row_tiled(
+      group, m, tiles, stream,
+      [](auto rows) { return small_int_kernel<kType, decltype(rows)::value>; }, "small_int_kernel");
 }
 
 // Element i of a row of quantised blocks.

@@ -6,8 +6,10 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 
 #include "backend/cuda/device.cuh"
+#include "backend/cuda/kernels.h"
 
 namespace specd::cuda::small_quant {
 
@@ -40,6 +42,20 @@ ColumnGroup column_group(const MatmulGroup& group, Valid&& valid, const char* er
     g.vector_x = g.vector_x && a.x_stride % 4 == 0 && reinterpret_cast<uintptr_t>(a.x) % 16 == 0;
   }
   return g;
+}
+
+// Launches kernel_for(rows) over `tiles` blocks of kWarps warps, where rows is the smallest row
+// tile (1, 4, 8 or 16, as a std::integral_constant) that holds m rows.
+template <class KernelFor>
+void launch_row_tiled(const ColumnGroup& group, int64_t m, int64_t tiles, cudaStream_t stream,
+                      KernelFor&& kernel_for, const char* name) {
+  using Kernel = void (*)(ColumnGroup);
+  const Kernel kernel = m <= 1   ? kernel_for(std::integral_constant<int, 1>{})
+                        : m <= 4 ? kernel_for(std::integral_constant<int, 4>{})
+                        : m <= 8 ? kernel_for(std::integral_constant<int, 8>{})
+                                 : kernel_for(std::integral_constant<int, 16>{});
+  Launch launch(dim3(static_cast<unsigned>(tiles)), dim3(kWarps * 32), 0, stream);
+  check(cudaLaunchKernelEx(&launch.config, kernel, group), name);
 }
 
 // The part this block computes and its first output column *n0.
