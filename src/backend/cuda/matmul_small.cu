@@ -6,6 +6,11 @@
 // mma, padding rows are zeros, and the split of K over warps and blocks depends only on N and K,
 // so a row's bits never depend on how many other rows are in the batch. Partial sums of the
 // warps (and of the blocks sharing a tile) are added in a fixed order.
+//
+// Decode is bound by how many weight bytes are in flight: weights stream through a ring of
+// shared memory per warp, copied asynchronously (no registers held) as whole 128-byte lines,
+// kStages - 1 chunks ahead of use, across tile boundaries and already before the kernel waits
+// for its predecessor; x of the next chunk is loaded into registers while this one multiplies.
 #include <algorithm>
 
 #include "backend/cuda/device.cuh"
@@ -15,16 +20,38 @@ namespace {
 
 constexpr int kWarps = 8;     // warps per block, each on its own K range of the tile
 constexpr int kTileN = 16;    // weight rows (output columns) per tile
-constexpr int kChunkK = 64;   // k per warp iteration (128 bytes of each weight row)
-constexpr int kBatch = 2;     // chunks per batch of weight loads (two batches in flight)
+constexpr int kChunkK = 64;   // k per warp step (128 bytes, one cache line, of each weight row)
+constexpr int kStages = 4;    // chunks each warp has in flight (its shared-memory ring)
 constexpr int kMaxRows = 16;  // activation rows
+constexpr int kChunkBytes = kTileN * kChunkK * 2;  // 2 KB: 16 rows x 128 bytes
+constexpr int kSharedBytes = kWarps * kStages * kChunkBytes;  // the warps' rings: 64 KB
 
-__device__ __forceinline__ uint4 load_stream(const void* p) {
+// 16 bytes global -> shared without registers (zero-filled when `bytes` is 0), cached in L2 only.
+__device__ __forceinline__ void copy_async16(uint32_t dst, const void* src, int bytes) {
+  asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16, %2;" ::"r"(dst), "l"(src),
+               "r"(bytes)
+               : "memory");
+}
+__device__ __forceinline__ void copy_async_commit() {
+  asm volatile("cp.async.commit_group;" ::: "memory");
+}
+// Waits until at most kStages - 2 of this thread's copy groups are still in flight: the oldest
+// chunk has arrived.
+__device__ __forceinline__ void copy_async_wait_oldest() {
+  asm volatile("cp.async.wait_group %0;" ::"n"(kStages - 2) : "memory");
+}
+__device__ __forceinline__ uint4 load_shared16(uint32_t at) {
   uint4 v;
-  asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0,%1,%2,%3}, [%4];"
+  asm volatile("ld.shared.v4.u32 {%0,%1,%2,%3}, [%4];"
                : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "l"(p));
+               : "r"(at));
   return v;
+}
+// Byte offset of 16-byte slot `slot` (0..7) of weight row `row` (0..15) in a chunk. Odd rows
+// swap their two halves, so the 8 lanes of a read phase (rows 2i and 2i + 1, the same four
+// slots) hit distinct banks.
+__device__ __forceinline__ uint32_t chunk_offset(int row, int slot) {
+  return static_cast<uint32_t>(row * 128 + ((slot ^ ((row & 1) << 2)) << 4));
 }
 
 __device__ __forceinline__ uint32_t pack_bf16(float lo_k, float hi_k) {
@@ -41,20 +68,22 @@ __device__ __forceinline__ void mma_bf16(float (&d)[4], uint32_t a0, uint32_t a1
       : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
-// Eight x values [k, k + 8) of one row as bf16 pairs: hi = bf16(x), lo = bf16(x - hi).
+// Eight x values [k, k + 8) of one row (zeros when not `valid`).
+struct XValues {
+  float4 a, b;
+};
+__device__ __forceinline__ XValues load_x(const float* row, bool valid) {
+  if (!valid) return {make_float4(0, 0, 0, 0), make_float4(0, 0, 0, 0)};
+  return {*reinterpret_cast<const float4*>(row), *reinterpret_cast<const float4*>(row + 4)};
+}
+
+// The eight values as bf16 pairs: hi = bf16(x), lo = bf16(x - hi).
 struct XPairs {
   uint32_t hi[4], lo[4];
 };
-__device__ __forceinline__ XPairs load_x(const float* row, bool valid) {
+__device__ __forceinline__ XPairs split_x(const XValues& x) {
   XPairs out;
-  if (!valid) {
-#pragma unroll
-    for (int i = 0; i < 4; ++i) out.hi[i] = out.lo[i] = 0;
-    return out;
-  }
-  const float4 a = *reinterpret_cast<const float4*>(row);
-  const float4 b = *reinterpret_cast<const float4*>(row + 4);
-  const float v[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+  const float v[8] = {x.a.x, x.a.y, x.a.z, x.a.w, x.b.x, x.b.y, x.b.z, x.b.w};
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
     const float h0 = __bfloat162float(__float2bfloat16_rn(v[2 * i]));
@@ -81,63 +110,71 @@ __device__ __forceinline__ float epilogue(const MatmulArgs& a, int64_t row, int6
   return v;
 }
 
-// Weight pieces of one batch (kBatch chunks): p = weight row g, q = weight row g + 8.
-struct WeightBatch {
-  uint4 p[kBatch][2], q[kBatch][2];
+// Where a tile's weights are: its part of the group and its first output column.
+struct TileSpot {
+  int part;
+  int64_t n0;
 };
-
-struct TileCursor {
-  const __nv_bfloat16* w0;
-  const __nv_bfloat16* w1;
-  bool ok0, ok1;
-  int64_t first, splits, n_chunks, k;
-  int c;
-  // k offset of piece h of chunk u in batch b, or -1 past the end.
-  __device__ __forceinline__ int64_t offset(int64_t b, int u, int h) const {
-    const int64_t j = first + (b * kBatch + u) * splits;
-    // The 4 lanes of a row read 64 contiguous bytes per piece (two whole 32-byte sectors).
-    const int64_t kk = j * kChunkK + h * 32 + c * 8;
-    return j < n_chunks && kk < k ? kk : -1;
-  }
-};
-
-__device__ __forceinline__ void load_batch(WeightBatch& wb, const TileCursor& t, int64_t b) {
-#pragma unroll
-  for (int u = 0; u < kBatch; ++u) {
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int64_t kk = t.offset(b, u, h);
-      wb.p[u][h] = kk >= 0 && t.ok0 ? load_stream(t.w0 + kk) : make_uint4(0, 0, 0, 0);
-      wb.q[u][h] = kk >= 0 && t.ok1 ? load_stream(t.w1 + kk) : make_uint4(0, 0, 0, 0);
-    }
-  }
+__device__ __forceinline__ TileSpot find_tile(const MatmulGroup& group, int64_t tile) {
+  int p = 0;
+  while (tile >= group.tile_end[p]) ++p;
+  return {p, (tile - (p == 0 ? 0 : group.tile_end[p - 1])) * kTileN};
 }
 
-template <bool kTwoTiles>
-__device__ __forceinline__ void mma_batch(float (&acc0)[4], float (&acc1)[4], const WeightBatch& wb,
-                                          const TileCursor& t, int64_t b, const float* x0,
-                                          const float* x1, bool row0, bool row1) {
+// A warp's sequence of weight chunks: chunk i of each of the block's tiles in turn (chunks
+// first, first + splits, ... of the tile's K), copied into the warp's ring of kStages chunks.
+// Lane l copies 16 bytes of rows l / 8, 4 + l / 8, 8 + l / 8 and 12 + l / 8 (each row's 128
+// bytes by 8 lanes: whole cache lines).
+struct ChunkStream {
+  int64_t tile, i, mine;
+  const char* row[4];
+  bool ok[4];
+  int64_t k_first, k_step, k;  // k of chunk i = (k_first + i * k_step) * kChunkK
+  __device__ __forceinline__ void seek(const MatmulGroup& group, int64_t tiles) {
+    if (tile >= tiles) return;
+    const TileSpot spot = find_tile(group, tile);
+    const MatmulArgs& a = group.part[spot.part];
+    const int lane = threadIdx.x % 32;
 #pragma unroll
-  for (int u = 0; u < kBatch; ++u) {
+    for (int r = 0; r < 4; ++r) {
+      const int64_t n = spot.n0 + r * 4 + lane / 8;
+      ok[r] = n < a.n;
+      row[r] = static_cast<const char*>(a.w) + (ok[r] ? n : 0) * a.w_stride * 2;
+    }
+  }
+  // Copies the next chunk into `stage` (shared address); commits a group either way, so that
+  // the count of groups stays in step with the chunks.
+  __device__ __forceinline__ void issue(uint32_t stage, const MatmulGroup& group, int64_t tiles,
+                                        int64_t tile_step) {
+    if (tile < tiles && mine > 0) {
+      const int lane = threadIdx.x % 32;
+      const int64_t kk = (k_first + i * k_step) * kChunkK + (lane % 8) * 8;
+      const bool in_k = kk < k;
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int64_t kk = t.offset(b, u, h);
-      const int64_t at = kk >= 0 ? kk : 0;
-      mma_piece(acc0, wb.p[u][h], wb.q[u][h], load_x(x0 + at, kk >= 0 && row0));
-      if constexpr (kTwoTiles) {
-        mma_piece(acc1, wb.p[u][h], wb.q[u][h], load_x(x1 + at, kk >= 0 && row1));
+      for (int r = 0; r < 4; ++r) {
+        const bool on = ok[r] && in_k;
+        copy_async16(stage + chunk_offset(r * 4 + lane / 8, lane % 8), row[r] + (on ? kk * 2 : 0),
+                     on ? 16 : 0);
+      }
+      if (++i == mine) {
+        i = 0;
+        tile += tile_step;
+        seek(group, tiles);
       }
     }
+    copy_async_commit();
   }
-}
+};
 
-// Blocks loop over the output tiles of every matmul of the group (grid.x blocks per split);
-// each warp streams its chunks of a tile with two batches of weight loads in flight (one is
-// multiplied while the other arrives), and loads the next tile's first batches before it
-// reduces the current one.
+// Blocks loop over the output tiles of every matmul of the group (grid.x blocks per split).
+// Each warp streams its chunks through a ring of kStages chunks in shared memory (copies issued
+// kStages - 1 chunks ahead, across tile boundaries, and before waiting for the previous kernel),
+// multiplies each chunk with mma, and the warps' sums are added in warp order per tile.
+// kTwoTiles: rows 9 to 16 as well.
 template <bool kTwoTiles>
 __global__ void __launch_bounds__(kWarps * 32, 2)
     small_mma_kernel(MatmulGroup group, int block_splits, float* partials, unsigned* tickets) {
+  extern __shared__ __align__(128) unsigned char rings[];
   __shared__ float reduce[kWarps][kMaxRows][kTileN];
   __shared__ bool last_block;
   const MatmulArgs& a0 = group.part[0];  // x, m, k and the weight dtype are shared
@@ -147,39 +184,25 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
   const int t = threadIdx.x;  // in the reduction: one (x row, column) per thread, 16 x 16
   const int xr = t / kTileN, col = t % kTileN;
   const int64_t tiles = group.tile_end[group.count - 1];
-  TileCursor cur;
-  cur.splits = static_cast<int64_t>(block_splits) * kWarps;
-  cur.first = split * kWarps + warp;
-  cur.n_chunks = (a0.k + kChunkK - 1) / kChunkK;
-  cur.k = a0.k;
-  cur.c = c;
-  const int64_t mine = cur.first < cur.n_chunks
-                           ? (cur.n_chunks - cur.first + cur.splits - 1) / cur.splits
-                           : 0;  // chunks of this warp
-  const int64_t batches = (mine + kBatch - 1) / kBatch;
-  // Points the cursor at `tile`; returns its part of the group and its first output column.
-  auto seek = [&](int64_t tile, int* part, int64_t* n0) {
-    int p = 0;
-    while (tile >= group.tile_end[p]) ++p;
-    const MatmulArgs& a = group.part[p];
-    *part = p;
-    *n0 = (tile - (p == 0 ? 0 : group.tile_end[p - 1])) * kTileN;
-    const auto* w = static_cast<const __nv_bfloat16*>(a.w);
-    const int64_t row0 = *n0 + g, row1 = row0 + 8;
-    cur.w0 = w + std::min<int64_t>(row0, a.n - 1) * a.w_stride;
-    cur.w1 = w + std::min<int64_t>(row1, a.n - 1) * a.w_stride;
-    cur.ok0 = row0 < a.n;
-    cur.ok1 = row1 < a.n;
-  };
+  const int64_t splits = static_cast<int64_t>(block_splits) * kWarps;
+  const int64_t first = split * kWarps + warp;
+  const int64_t n_chunks = (a0.k + kChunkK - 1) / kChunkK;
+  const int64_t mine = first < n_chunks ? (n_chunks - first + splits - 1) / splits : 0;
+  const uint32_t ring = static_cast<uint32_t>(__cvta_generic_to_shared(rings)) +
+                        static_cast<uint32_t>(warp * kStages * kChunkBytes);
 
-  WeightBatch even, odd;
-  int part = 0;
-  int64_t n0 = 0;
-  int64_t tile = blockIdx.x;
-  if (tile < tiles) {
-    seek(tile, &part, &n0);
-    load_batch(even, cur, 0);  // weights do not depend on the previous kernel
-    load_batch(odd, cur, 1);
+  ChunkStream stream;
+  stream.tile = blockIdx.x;
+  stream.i = 0;
+  stream.mine = mine;
+  stream.k_first = first;
+  stream.k_step = splits;
+  stream.k = a0.k;
+  stream.seek(group, tiles);
+  // Weights do not depend on the previous kernel: fill the ring before waiting for it.
+#pragma unroll
+  for (int s = 0; s < kStages - 1; ++s) {
+    stream.issue(ring + s * kChunkBytes, group, tiles, gridDim.x);
   }
   wait_for_inputs();
   allow_next_kernel();
@@ -187,24 +210,49 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
   const float* x1 = a0.x + static_cast<int64_t>(g + 8) * a0.x_stride;
   const bool has0 = g < a0.m, has1 = g + 8 < a0.m;
 
-  while (tile < tiles) {
+  // x of a chunk (both k halves, both row sets) is loaded one chunk ahead of its use.
+  struct ChunkX {
+    XValues x0[2], x1[2];
+  };
+  auto load_chunk_x = [&](int64_t i) {
+    ChunkX out;
+    const int64_t k0 = (first + i * splits) * kChunkK;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int64_t kk = k0 + h * 32 + c * 8;
+      const bool in_k = kk < a0.k;
+      const int64_t at = in_k ? kk : 0;
+      out.x0[h] = load_x(x0 + at, in_k && has0);
+      if constexpr (kTwoTiles) out.x1[h] = load_x(x1 + at, in_k && has1);
+    }
+    return out;
+  };
+  ChunkX xs = load_chunk_x(0);
+
+  int stage = 0;  // ring slot of the chunk consumed next
+  for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
     float acc0[4] = {0, 0, 0, 0}, acc1[4] = {0, 0, 0, 0};
-    for (int64_t b = 0; b < batches; b += 2) {
-      mma_batch<kTwoTiles>(acc0, acc1, even, cur, b, x0, x1, has0, has1);
-      if (b + 2 < batches) load_batch(even, cur, b + 2);
-      if (b + 1 < batches) {
-        mma_batch<kTwoTiles>(acc0, acc1, odd, cur, b + 1, x0, x1, has0, has1);
-        if (b + 3 < batches) load_batch(odd, cur, b + 3);
+    for (int64_t i = 0; i < mine; ++i) {
+      copy_async_wait_oldest();
+      __syncwarp();
+      // The slot consumed last step is free again: refill it kStages - 1 chunks ahead.
+      stream.issue(ring + ((stage + kStages - 1) % kStages) * kChunkBytes, group, tiles,
+                   gridDim.x);
+      const ChunkX next_xs = load_chunk_x(i + 1 == mine ? 0 : i + 1);  // the next tile: chunk 0
+      const uint32_t chunk = ring + stage * kChunkBytes;
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const uint4 p = load_shared16(chunk + chunk_offset(g, h * 4 + c));
+        const uint4 q = load_shared16(chunk + chunk_offset(g + 8, h * 4 + c));
+        mma_piece(acc0, p, q, split_x(xs.x0[h]));
+        if constexpr (kTwoTiles) mma_piece(acc1, p, q, split_x(xs.x1[h]));
       }
+      xs = next_xs;
+      stage = stage + 1 == kStages ? 0 : stage + 1;
     }
-    const MatmulArgs& a = group.part[part];
-    const int64_t n = n0 + col, this_tile = tile;
-    tile += gridDim.x;
-    if (tile < tiles) {  // the next tile's loads overlap this tile's reduction
-      seek(tile, &part, &n0);
-      load_batch(even, cur, 0);
-      load_batch(odd, cur, 1);
-    }
+    const TileSpot spot = find_tile(group, tile);
+    const MatmulArgs& a = group.part[spot.part];
+    const int64_t n = spot.n0 + col;
 
     // acc element e sits at weight row g (+8 for e >= 2) and x row 2c + (e & 1) (+8 for acc1).
 #pragma unroll
@@ -223,12 +271,12 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
     } else {
       // Several blocks share this tile: publish the partial; the last block to finish adds the
       // partials in split order (the same order whichever block arrives last).
-      float* tile_partials = partials + this_tile * block_splits * (kMaxRows * kTileN);
+      float* tile_partials = partials + tile * block_splits * (kMaxRows * kTileN);
       tile_partials[split * (kMaxRows * kTileN) + t] = v;
       __threadfence();
       __syncthreads();
       if (t == 0) {
-        last_block = atomicAdd(&tickets[this_tile], 1u) == static_cast<unsigned>(block_splits - 1);
+        last_block = atomicAdd(&tickets[tile], 1u) == static_cast<unsigned>(block_splits - 1);
       }
       __syncthreads();
       if (last_block) {
@@ -238,11 +286,12 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
           sum += __ldcg(&tile_partials[s * (kMaxRows * kTileN) + t]);
         }
         if (write) a.y[xr * a.y_stride + n] = epilogue(a, xr, n, sum);
-        if (t == 0) tickets[this_tile] = 0;
+        if (t == 0) tickets[tile] = 0;
       }
     }
     __syncthreads();  // `reduce` and `last_block` are reused by the next tile
   }
+  asm volatile("cp.async.wait_all;" ::: "memory");  // no copy may outlive the block
 }
 
 // Any weight dtype, any alignment: one warp per output column, lanes over K, a fixed shuffle
@@ -308,8 +357,17 @@ size_t small_matmul_partial_floats(const SmallMatmulPlan& plan) {
 void matmul_small(const MatmulGroup& group, const SmallMatmulPlan& plan,
                   const MatmulScratch& scratch, cudaStream_t stream) {
   if (plan.tensor_cores) {
-    Launch launch(dim3(static_cast<unsigned>(plan.grid_x), plan.block_splits), dim3(kWarps * 32), 0,
-                  stream);
+    Launch launch(dim3(static_cast<unsigned>(plan.grid_x), plan.block_splits), dim3(kWarps * 32),
+                  kSharedBytes, stream);
+    static const bool configured = [] {  // rings past the default 48 KB of shared memory
+      for (auto kernel : {small_mma_kernel<true>, small_mma_kernel<false>}) {
+        check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                   kSharedBytes),
+              "cudaFuncSetAttribute(small_mma_kernel)");
+      }
+      return true;
+    }();
+    (void)configured;
     auto kernel = group.part[0].m > 8 ? small_mma_kernel<true> : small_mma_kernel<false>;
     check(cudaLaunchKernelEx(&launch.config, kernel, group, plan.block_splits, scratch.partials,
                              scratch.tickets),
