@@ -10,7 +10,9 @@
 #   with gpt-fast's model.py and quantize.py, and PyTorch)
 # Env: SPECD_GPU_OUT (results folder, default build-gpu/results), SPECD_GPU_MODEL_DIR (where the
 # random-weight benchmark models are written, default /tmp/specd-gpu-models), SPECD_GPU_CMAKE_ARGS
-# (extra configure arguments, e.g. -DSPECD_BLAS=OFF where OpenBLAS is not installed).
+# (extra configure arguments, e.g. -DSPECD_BLAS=OFF where OpenBLAS is not installed, or
+# -DSPECD_CUBLASLT_ROOT=DIR for a cuBLASLt outside the CUDA toolkit, such as the one of a PyTorch
+# installation in site-packages/nvidia/cu13; add DIR/lib to LD_LIBRARY_PATH to run).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 phases=("$@")
@@ -35,6 +37,7 @@ if has build; then
   cmake --build build-gpu -j "$jobs" --target "${targets[@]}" >"$out/build.txt" 2>&1 ||
     { tail -n 40 "$out/build.txt"; exit 1; }
   echo "build: $(($(date +%s) - start)) s"
+  grep -h "prefill GEMM" "$out/configure.txt" || true
 fi
 
 if has test; then
@@ -82,6 +85,13 @@ if has bench; then
   "$bin" bench -m "$models/llama-3.1-8b" --device cuda --prompt-len 2048 --gen-len 8 \
     --num-prompts 2 --modes oracle@4 -o "$out/cuda_llama-3.1-8b-prefill2048_$date.json" |
     grep -E "prefill"
+  if grep -q "cuBLASLt prefill" "$out/cuda_llama-3.1-8b-prefill2048_$date.json"; then
+    # The same prefill with specd's own GEMM (SPECD_CUBLASLT=0), for comparison.
+    SPECD_CUBLASLT=0 "$bin" bench -m "$models/llama-3.1-8b" --device cuda --prompt-len 2048 \
+      --gen-len 8 --num-prompts 2 --modes oracle@4 \
+      -o "$out/cuda_llama-3.1-8b-prefill2048-own-gemm_$date.json" | grep -E "prefill" |
+      sed 's/^/own GEMM: /'
+  fi
 fi
 
 if has quant; then

@@ -3,8 +3,10 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <numeric>
+#include <string>
 #include <vector>
 
 #include "backend/reference.h"
@@ -92,6 +94,82 @@ TEST_F(CudaOps, MatmulMatchesReference) {
     }
   }
 }
+
+// More than 16 rows of bf16 weights take the GEMM (cuBLASLt where the build has it): within
+// kGemmTolerance of the reference (x is rounded to bf16), and deterministic: the same product gives
+// the same bits when it runs again, and on a second backend (which picks its algorithms anew).
+TEST_F(CudaOps, GemmMatchesReferenceAndIsDeterministic) {
+  struct Shape {
+    int64_t m, k, n, y_stride;
+  };
+  const Shape shapes[] = {{17, 4096, 1024, 1024},
+                          {300, 1024, 1000, 1000},
+                          {512, 4096, 256, 256},
+                          {64, 512, 96, 97}};  // the last: rows of y only 4-byte aligned
+  auto second = make_backend(Device{DeviceKind::kCuda, 0}, 1);
+  uint32_t seed = 500;
+  for (const Shape& s : shapes) {
+    for (bool accumulate : {false, true}) {
+      seed += 5;
+      HostTensor x = HostTensor(DType::kF32, s.m, s.k).random(seed);
+      HostTensor w = HostTensor(DType::kBF16, s.n, s.k).random(seed + 1);
+      HostTensor bias = HostTensor(DType::kBF16, 1, s.n).random(seed + 2);
+      HostTensor y = HostTensor(DType::kF32, s.m, s.n, s.y_stride).random(seed + 3);
+      Tensor dx = upload(x), dw = upload(w), db = upload(bias);
+      HostTensor runs[2];
+      for (HostTensor& got : runs) {
+        Tensor dy = upload(y);
+        backend_->matmul(dx, dw, &db, dy, accumulate);
+        got = download(dy, y);
+      }
+      HostTensor want = y.clone();
+      reference::matmul(x.t(), w.t(), &bias.t(), want.t(), accumulate);
+      const std::string what = "M=" + std::to_string(s.m) + " K=" + std::to_string(s.k) +
+                               " N=" + std::to_string(s.n) +
+                               " accumulate=" + std::to_string(accumulate);
+      EXPECT_LE(max_rel_error(runs[0].t(), want.t()), kGemmTolerance) << what;
+
+      // The same product on the second backend, from its own copies of the tensors.
+      const size_t y_bytes = static_cast<size_t>(s.m * s.y_stride) * 4;
+      DeviceBuffer bx = second->alloc(x.t().bytes()), bw = second->alloc(w.t().bytes()),
+                   bb = second->alloc(bias.t().bytes()), by = second->alloc(y_bytes);
+      second->copy_to_device(bx.data(), x.t().data, x.t().bytes());
+      second->copy_to_device(bw.data(), w.t().data, w.t().bytes());
+      second->copy_to_device(bb.data(), bias.t().data, bias.t().bytes());
+      second->copy_to_device(by.data(), y.t().data, y_bytes);
+      Tensor sx = dx, sw = dw, sb = db, sy = y.t();
+      sx.data = bx.data();
+      sw.data = bw.data();
+      sb.data = bb.data();
+      sy.data = by.data();
+      sy.device = sx.device = sw.device = sb.device = second->device();
+      second->matmul(sx, sw, &sb, sy, accumulate);
+      HostTensor other = y.clone();
+      second->copy_to_host(other.t().data, by.data(), y_bytes);
+      for (int64_t r = 0; r < s.m; ++r) {
+        ASSERT_TRUE(same_bits(runs[1].t(), r, runs[0].t(), r)) << what << " row " << r;
+        ASSERT_TRUE(same_bits(other.t(), r, runs[0].t(), r)) << what << " row " << r;
+      }
+    }
+  }
+}
+
+// A group of GEMMs (x rounded once for all parts) gives the bits of separate matmuls.
+TEST_F(CudaOps, GemmGroupEqualsSeparateMatmuls) {
+  HostTensor x = HostTensor(DType::kF32, 100, 512).random(61);
+  HostTensor a = HostTensor(DType::kBF16, 256, 512).random(62);
+  HostTensor b = HostTensor(DType::kBF16, 64, 512).random(63);
+  HostTensor c = HostTensor(DType::kBF16, 72, 512).random(64);
+  expect_group_equals_separate(x, {a.t(), b.t(), c.t()});
+}
+
+#if SPECD_WITH_CUBLASLT
+TEST_F(CudaOps, DescribesTheCublasLtGemm) {
+  const char* lt = std::getenv("SPECD_CUBLASLT");
+  const bool on = lt == nullptr || std::strcmp(lt, "0") != 0;
+  EXPECT_EQ(backend_->describe().find("cuBLASLt") != std::string::npos, on) << backend_->describe();
+}
+#endif
 
 TEST_F(CudaOps, MatmulIsBatchInvariant) {
   for (auto [k, n] :

@@ -7,6 +7,9 @@
 #include <vector>
 
 #include "backend/cuda/kernels.h"
+#if SPECD_WITH_CUBLASLT
+#include "backend/cuda/cublaslt_gemm.h"
+#endif
 #include "backend/op_checks.h"
 #include "core/error.h"
 
@@ -84,11 +87,18 @@ CudaBackend::CudaBackend(int device_index) : index_(device_index) {
   stream_ = stream;
   const char* graphs = std::getenv("SPECD_CUDA_GRAPHS");
   graphs_ = graphs == nullptr || std::strcmp(graphs, "0") != 0;
+#if SPECD_WITH_CUBLASLT
+  const char* lt = std::getenv("SPECD_CUBLASLT");
+  if (lt == nullptr || std::strcmp(lt, "0") != 0) lt_ = std::make_unique<cuda::LtGemm>();
+#endif
 }
 
 CudaBackend::~CudaBackend() {
   cudaSetDevice(index_);
   cudaStreamSynchronize(stream_);
+#if SPECD_WITH_CUBLASLT
+  lt_.reset();
+#endif
   for (auto& [key, r] : recorded_) {
     if (r.graph != nullptr) cudaGraphExecDestroy(r.graph);
   }
@@ -101,8 +111,13 @@ CudaBackend::~CudaBackend() {
 std::string CudaBackend::describe() const {
   cudaDeviceProp prop{};
   check(cudaGetDeviceProperties(&prop, index_), "cudaGetDeviceProperties");
-  return fmt::format("cuda:{} ({}, sm_{}{}, {} GiB{})", index_, prop.name, prop.major, prop.minor,
-                     prop.totalGlobalMem >> 30, graphs_ ? "" : ", graphs off");
+  bool lt = false;
+#if SPECD_WITH_CUBLASLT
+  lt = lt_ != nullptr;
+#endif
+  return fmt::format("cuda:{} ({}, sm_{}{}, {} GiB{}{})", index_, prop.name, prop.major, prop.minor,
+                     prop.totalGlobalMem >> 30, lt ? ", cuBLASLt prefill" : "",
+                     graphs_ ? "" : ", graphs off");
 }
 
 DeviceBuffer CudaBackend::alloc(size_t bytes) {
@@ -299,6 +314,7 @@ void CudaBackend::run_matmuls(const Tensor& x, std::span<const MatmulPart> parts
     return;
   }
   if (m > kSmallBatch || !same_weights) {
+    const void* x_bf16 = nullptr;  // x rounded to bf16 once for the group's GEMMs
     for (int p = 0; p < group.count; ++p) {
       cuda::MatmulArgs a = group.part[p];
       if (a.n == 0) continue;
@@ -310,19 +326,14 @@ void CudaBackend::run_matmuls(const Tensor& x, std::span<const MatmulPart> parts
           matmul_quant_small(single, stream_);
           continue;
         }
-        cuda::MatmulScratch s;
-        s.x_bf16_elems = static_cast<size_t>(m * a.k);
-        s.x_bf16 = scratch(kBf16X, s.x_bf16_elems * 2);
         const size_t slab = static_cast<size_t>(std::min(cuda::dequant_slab_rows(a.k), a.n) * a.k);
         void* w_bf16 = scratch(kDequant, slab * 2);
-        cuda::matmul_quant_gemm(a, s, w_bf16, stream_);
+        cuda::matmul_quant_gemm(a, w_bf16, stream_,
+                                [&](const cuda::MatmulArgs& part) { run_gemm(part, &x_bf16); });
         continue;
       }
       if (m > kSmallBatch && cuda::gemm_supported(a)) {
-        cuda::MatmulScratch s;
-        s.x_bf16_elems = static_cast<size_t>(m * a.k);
-        s.x_bf16 = scratch(kBf16X, s.x_bf16_elems * 2);
-        cuda::matmul_gemm(a, s, stream_);
+        run_gemm(a, &x_bf16);
         continue;
       }
       cuda::MatmulGroup single;
@@ -334,6 +345,24 @@ void CudaBackend::run_matmuls(const Tensor& x, std::span<const MatmulPart> parts
     return;
   }
   run_small(group);
+}
+
+void CudaBackend::run_gemm(const cuda::MatmulArgs& a, const void** x_bf16) {
+  cuda::MatmulScratch s;
+  s.x_bf16_elems = static_cast<size_t>(a.m * a.k);
+  s.x_bf16 = scratch(kBf16X, s.x_bf16_elems * 2);
+#if SPECD_WITH_CUBLASLT
+  if (lt_ != nullptr && lt_->supports(a)) {
+    if (*x_bf16 == nullptr) {
+      cuda::round_x_bf16(a, s, stream_);
+      *x_bf16 = s.x_bf16;
+    }
+    lt_->matmul(a, *x_bf16, stream_);
+    cuda::add_bias(a, stream_);
+    return;
+  }
+#endif
+  cuda::matmul_gemm(a, s, stream_);  // rounds x itself, as it always has
 }
 
 void CudaBackend::run_small(const cuda::MatmulGroup& group) {

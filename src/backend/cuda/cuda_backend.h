@@ -10,8 +10,10 @@
 
 struct CUstream_st;
 namespace specd::cuda {
+struct MatmulArgs;
 struct MatmulGroup;
-}
+class LtGemm;
+}  // namespace specd::cuda
 struct CUgraphExec_st;
 
 namespace specd {
@@ -61,6 +63,9 @@ class CudaBackend final : public Backend {
   // Runs a group of matmuls that share x (one part for plain matmul).
   void run_matmuls(const Tensor& x, std::span<const MatmulPart> parts, bool accumulate);
   void run_small(const cuda::MatmulGroup& group);
+  // The bf16 GEMM of more than 16 rows: cuBLASLt when the build has it, else gemm.cu's kernel.
+  // *x_bf16 holds the group's bf16 copy of x once made (nullptr before).
+  void run_gemm(const cuda::MatmulArgs& a, const void** x_bf16);
   // Device scratch that grows (never shrinks); growth drops recorded graphs that used it.
   void* scratch(int which, size_t bytes);
 
@@ -80,6 +85,9 @@ class CudaBackend final : public Backend {
     CUgraphExec_st* graph = nullptr;
   };
   std::unordered_map<uint64_t, Recorded> recorded_;
+#if SPECD_WITH_CUBLASLT
+  std::unique_ptr<cuda::LtGemm> lt_;  // null when SPECD_CUBLASLT=0 at run time
+#endif
 };
 
 }  // namespace specd

@@ -1,5 +1,6 @@
 // Prefill GEMM: y = x · wᵀ (+ bias, + y) with bf16 tensor cores (mma.m16n8k16, ldmatrix,
-// cp.async three-stage pipeline); x is first rounded to a bf16 copy.
+// cp.async three-stage pipeline); x is first rounded to a bf16 copy. Also the rounding and bias
+// kernels the cuBLASLt GEMM (cublaslt_gemm.cc) shares.
 #include <algorithm>
 
 #include "backend/cuda/device.cuh"
@@ -141,6 +142,18 @@ __global__ void __launch_bounds__(kThreads) gemm_kernel(MatmulArgs a, const __nv
   }
 }
 
+__global__ void add_bias_kernel(float* y, int64_t y_stride, int64_t rows, int64_t cols,
+                                const void* bias, DType bias_dtype) {
+  wait_for_inputs();
+  allow_next_kernel();
+  const int64_t total = rows * cols;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t r = i / cols, c = i % cols;
+    y[r * y_stride + c] += load_f32(bias, bias_dtype, c);
+  }
+}
+
 }  // namespace
 
 bool gemm_supported(const MatmulArgs& a) {
@@ -148,17 +161,29 @@ bool gemm_supported(const MatmulArgs& a) {
          reinterpret_cast<uintptr_t>(a.w) % 16 == 0;
 }
 
-void matmul_gemm(const MatmulArgs& a, const MatmulScratch& scratch, cudaStream_t stream) {
+void round_x_bf16(const MatmulArgs& a, const MatmulScratch& scratch, cudaStream_t stream) {
   const int64_t elems = a.m * a.k;
   if (static_cast<size_t>(elems) > scratch.x_bf16_elems)
     fail_message("cuda gemm: scratch too small");
-  {
-    const auto blocks = static_cast<unsigned>(std::min<int64_t>((elems + 255) / 256, 4096));
-    Launch launch(dim3(blocks), dim3(256), 0, stream);
-    check(cudaLaunchKernelEx(&launch.config, to_bf16_kernel, a.x, a.x_stride, a.m, a.k,
-                             static_cast<__nv_bfloat16*>(scratch.x_bf16)),
-          "to_bf16_kernel");
-  }
+  const auto blocks = static_cast<unsigned>(std::min<int64_t>((elems + 255) / 256, 4096));
+  Launch launch(dim3(blocks), dim3(256), 0, stream);
+  check(cudaLaunchKernelEx(&launch.config, to_bf16_kernel, a.x, a.x_stride, a.m, a.k,
+                           static_cast<__nv_bfloat16*>(scratch.x_bf16)),
+        "to_bf16_kernel");
+}
+
+void add_bias(const MatmulArgs& a, cudaStream_t stream) {
+  const int64_t elems = a.m * a.n;
+  if (a.bias == nullptr || elems == 0) return;
+  const auto blocks = static_cast<unsigned>(std::min<int64_t>((elems + 255) / 256, 4096));
+  Launch launch(dim3(blocks), dim3(256), 0, stream);
+  check(cudaLaunchKernelEx(&launch.config, add_bias_kernel, a.y, a.y_stride, a.m, a.n, a.bias,
+                           a.bias_dtype),
+        "add_bias_kernel");
+}
+
+void matmul_gemm(const MatmulArgs& a, const MatmulScratch& scratch, cudaStream_t stream) {
+  round_x_bf16(a, scratch, stream);
   static bool configured = false;
   if (!configured) {
     check(cudaFuncSetAttribute(gemm_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,

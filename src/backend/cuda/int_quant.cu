@@ -216,8 +216,8 @@ int64_t dequant_slab_rows(int64_t k) {
   return std::max<int64_t>(128, rows / 128 * 128);
 }
 
-void matmul_quant_gemm(const MatmulArgs& a, const MatmulScratch& scratch, void* slab,
-                       cudaStream_t stream) {
+void matmul_quant_gemm(const MatmulArgs& a, void* slab, cudaStream_t stream,
+                       const std::function<void(const MatmulArgs& part)>& gemm) {
   const bool block_format = block_quant_dtype(a.w_dtype);
   if (!block_format && !int_quant_dtype(a.w_dtype)) {
     fail_message("cuda quantised GEMM: the weights are not in a quantised format");
@@ -247,7 +247,7 @@ void matmul_quant_gemm(const MatmulArgs& a, const MatmulScratch& scratch, void* 
       const size_t size = a.bias_dtype == DType::kF32 ? 4 : 2;
       part.bias = static_cast<const char*>(a.bias) + n0 * size;
     }
-    matmul_gemm(part, scratch, stream);
+    gemm(part);
   }
 }
 

@@ -5,6 +5,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "core/dtype.h"
@@ -64,6 +65,10 @@ void matmul_small(const MatmulGroup& group, const SmallMatmulPlan& plan,
 // y = x · wᵀ for any M with bf16 tensor cores on a bf16 copy of x (prefill).
 void matmul_gemm(const MatmulArgs& a, const MatmulScratch& scratch, cudaStream_t stream);
 bool gemm_supported(const MatmulArgs& a);
+// scratch.x_bf16 [M, K] (contiguous) = x rounded to bf16, the GEMMs' operand.
+void round_x_bf16(const MatmulArgs& a, const MatmulScratch& scratch, cudaStream_t stream);
+// y[r, c] += bias[c] for every row (after a GEMM that leaves the bias out); nothing without one.
+void add_bias(const MatmulArgs& a, cudaStream_t stream);
 
 // specd's load-time formats (kInt8, kInt4; int_quant.cu). K and w_stride whole 128-element
 // blocks, rows 4-byte aligned.
@@ -93,9 +98,10 @@ void embedding_block(const int32_t* ids, int64_t m, const void* table, DType tab
 // Prefill with int8/int4 or block-quantised weights (int_quant.cu).
 // Weight rows per bf16 slab (the slab holds that many rows of K).
 int64_t dequant_slab_rows(int64_t k);
-// Dequantises slabs of weight rows to bf16 in `slab` and runs matmul_gemm on each.
-void matmul_quant_gemm(const MatmulArgs& a, const MatmulScratch& scratch, void* slab,
-                       cudaStream_t stream);
+// Dequantises slabs of weight rows to bf16 in `slab` and runs `gemm` (a bf16 GEMM on the same
+// stream, e.g. matmul_gemm) on each slab's part of the product.
+void matmul_quant_gemm(const MatmulArgs& a, void* slab, cudaStream_t stream,
+                       const std::function<void(const MatmulArgs& part)>& gemm);
 
 void embedding(const int32_t* ids, int64_t m, const void* table, DType table_dtype,
                int64_t table_stride, int64_t vocab, int64_t dim, float* out, int64_t out_stride,
