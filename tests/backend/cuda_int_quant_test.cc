@@ -1,8 +1,10 @@
 // The CUDA kernels of the load-time formats (int8, int4) against the double reference: small-M
-// matmul (M = 1..16, bit-exact batch invariance, grouped launches), the prefill path through
+// matmul (M = 1..16, bit-exact batch invariance, grouped launches; on the tensor-core kernel and,
+// with SPECD_CUDA_INT_MMA=0 set before the backend is made, on the CUDA-core one), the prefill path through
 // bf16 slabs, and embedding rows of a quantised table. Skips without a CUDA backend or GPU.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <utility>
 #include <vector>
 
@@ -17,9 +19,11 @@ using backend_test::HostTensor;
 using backend_test::IntQuantWeight;
 using backend_test::random_int_quant;
 
-// The small-M kernel dequantises exactly and accumulates in f32; the prefill GEMM rounds the
-// dequantised weights and x to bf16.
-constexpr double kSmallTolerance = 1e-5;
+// The small-M kernels run on tensor cores with x split into bf16 hi + lo parts (the bf16 kernel's
+// tolerance); the CUDA-core kernel dequantises exactly and accumulates in f32; the prefill GEMM
+// rounds the dequantised weights and x to bf16.
+constexpr double kSmallTolerance = 2e-4;
+constexpr double kCudaCoreTolerance = 1e-5;
 constexpr double kGemmTolerance = 1e-2;
 
 const DType kFormats[] = {DType::kInt8, DType::kInt4};
@@ -56,6 +60,27 @@ TEST_F(CudaIntQuant, MatmulIsBatchInvariant) {
       HostTensor x = HostTensor(DType::kF32, kSmallBatch, k).random(11);
       expect_batch_invariant(x, random_int_quant(dtype, n, k, 12).view);
     }
+  }
+}
+
+// The CUDA-core kernel (SPECD_CUDA_INT_MMA=0; it also serves x that is not 16-byte aligned):
+// exact dequantisation, f32 sums, batch-invariant.
+TEST_F(CudaIntQuant, CudaCoreKernelMatchesReference) {
+  setenv("SPECD_CUDA_INT_MMA", "0", 1);
+  backend_ = make_backend(Device{DeviceKind::kCuda, 0}, 1);
+  unsetenv("SPECD_CUDA_INT_MMA");
+  uint32_t seed = 40;
+  for (DType dtype : kFormats) {
+    for (int64_t m : {1, 5, 16}) {
+      HostTensor x = HostTensor(DType::kF32, m, 1024).random(seed += 4);
+      IntQuantWeight w = random_int_quant(dtype, 300, 1024, seed + 1);
+      HostTensor bias = HostTensor(DType::kBF16, 1, 300).random(seed + 2);
+      HostTensor y = HostTensor(DType::kF32, m, 300).random(seed + 3);
+      EXPECT_LE(matmul_error(x, w.view, bias, y, false), kCudaCoreTolerance)
+          << dtype_name(dtype) << " M=" << m;
+    }
+    HostTensor x = HostTensor(DType::kF32, kSmallBatch, 640).random(51);
+    expect_batch_invariant(x, random_int_quant(dtype, 4099, 640, 52).view);
   }
 }
 

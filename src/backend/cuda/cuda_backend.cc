@@ -87,6 +87,8 @@ CudaBackend::CudaBackend(int device_index) : index_(device_index) {
   stream_ = stream;
   const char* graphs = std::getenv("SPECD_CUDA_GRAPHS");
   graphs_ = graphs == nullptr || std::strcmp(graphs, "0") != 0;
+  const char* int_mma = std::getenv("SPECD_CUDA_INT_MMA");
+  int_mma_ = int_mma == nullptr || std::strcmp(int_mma, "0") != 0;
 #if SPECD_WITH_CUBLASLT
   const char* lt = std::getenv("SPECD_CUBLASLT");
   if (lt == nullptr || std::strcmp(lt, "0") != 0) lt_ = std::make_unique<cuda::LtGemm>();
@@ -309,7 +311,8 @@ void CudaBackend::run_matmuls(const Tensor& x, std::span<const MatmulPart> parts
   for (int p = 1; p < group.count; ++p) {
     same_weights = same_weights && group.part[p].w_dtype == group.part[0].w_dtype;
   }
-  if (m <= kSmallBatch && same_weights && quant_kernel_dtype(group.part[0].w_dtype)) {
+  if (m <= kSmallBatch && same_weights && quant_kernel_dtype(group.part[0].w_dtype) &&
+      !int_tensor_cores(group)) {
     matmul_quant_small(group, stream_);
     return;
   }
@@ -323,7 +326,12 @@ void CudaBackend::run_matmuls(const Tensor& x, std::span<const MatmulPart> parts
         single.part[0] = a;
         single.count = 1;
         if (m <= kSmallBatch) {
-          matmul_quant_small(single, stream_);
+          single.tile_end[0] = (a.n + 15) / 16;
+          if (int_tensor_cores(single)) {
+            run_small(single);
+          } else {
+            matmul_quant_small(single, stream_);
+          }
           continue;
         }
         const size_t slab = static_cast<size_t>(std::min(cuda::dequant_slab_rows(a.k), a.n) * a.k);
@@ -363,6 +371,14 @@ void CudaBackend::run_gemm(const cuda::MatmulArgs& a, const void** x_bf16) {
   }
 #endif
   cuda::matmul_gemm(a, s, stream_);  // rounds x itself, as it always has
+}
+
+bool CudaBackend::int_tensor_cores(const cuda::MatmulGroup& group) const {
+  if (!int_mma_ || !cuda::int_quant_dtype(group.part[0].w_dtype)) return false;
+  for (int p = 0; p < group.count; ++p) {
+    if (!cuda::small_tensor_cores(group.part[p])) return false;
+  }
+  return true;
 }
 
 void CudaBackend::run_small(const cuda::MatmulGroup& group) {

@@ -63,6 +63,8 @@ class CudaBackend final : public Backend {
   // Runs a group of matmuls that share x (one part for plain matmul).
   void run_matmuls(const Tensor& x, std::span<const MatmulPart> parts, bool accumulate);
   void run_small(const cuda::MatmulGroup& group);
+  // int8/int4 weights that the small-M tensor-core kernel takes (else the CUDA-core kernel).
+  bool int_tensor_cores(const cuda::MatmulGroup& group) const;
   // The bf16 GEMM of more than 16 rows: cuBLASLt when the build has it, else gemm.cu's kernel.
   // *x_bf16 holds the group's bf16 copy of x once made (nullptr before).
   void run_gemm(const cuda::MatmulArgs& a, const void** x_bf16);
@@ -72,7 +74,8 @@ class CudaBackend final : public Backend {
   int index_ = 0;
   int multiprocessors_ = 0;
   CUstream_st* stream_ = nullptr;
-  bool graphs_ = true;  // SPECD_CUDA_GRAPHS=0 runs recorded forwards eagerly
+  bool graphs_ = true;    // SPECD_CUDA_GRAPHS=0 runs recorded forwards eagerly
+  bool int_mma_ = true;   // SPECD_CUDA_INT_MMA=0: int8/int4 small-M on the CUDA-core kernel
   bool capturing_ = false;
   struct Scratch {
     void* data = nullptr;

@@ -52,12 +52,15 @@ struct MatmulGroup {
 
 // How the small-M kernel splits a group; depends on the weights' shapes and the GPU only.
 struct SmallMatmulPlan {
-  bool tensor_cores = false;  // bf16 weights with K % 8 == 0 and 16-byte aligned rows
+  bool tensor_cores = false;  // every part takes small_tensor_cores (bf16, int8 or int4)
   int64_t tiles = 0;          // output tiles of 16 columns
   int block_splits = 1;       // blocks sharing one tile (K ranges), reduced in a fixed order
   int64_t grid_x = 0;         // blocks per split; each loops over tiles grid_x apart
 };
 SmallMatmulPlan plan_small_matmul(const MatmulGroup& group, int multiprocessors);
+// The small-M tensor-core kernels take this product: bf16 weights (K % 8 == 0, 16-byte aligned
+// rows) or int8/int4 (whole 128-element blocks, 4-byte aligned rows), x rows 16-byte aligned.
+bool small_tensor_cores(const MatmulArgs& a);
 size_t small_matmul_partial_floats(const SmallMatmulPlan& plan);
 // y = x · wᵀ for each part, M <= 16; batch-invariant (a row's bits never depend on the others).
 void matmul_small(const MatmulGroup& group, const SmallMatmulPlan& plan,

@@ -13,16 +13,15 @@
 // for its predecessor; x of the next chunk is loaded into registers while this one multiplies.
 #include <algorithm>
 
-#include "backend/cuda/device.cuh"
+#include "backend/cuda/small_mma.cuh"
 
 namespace specd::cuda {
 namespace {
 
-constexpr int kWarps = 8;     // warps per block, each on its own K range of the tile
-constexpr int kTileN = 16;    // weight rows (output columns) per tile
+using namespace small_mma;  // NOLINT: the kernels' shared constants and helpers
+
 constexpr int kChunkK = 64;   // k per warp step (128 bytes, one cache line, of each weight row)
 constexpr int kStages = 4;    // chunks each warp has in flight (its shared-memory ring)
-constexpr int kMaxRows = 16;  // activation rows
 constexpr int kChunkBytes = kTileN * kChunkK * 2;  // 2 KB: 16 rows x 128 bytes
 constexpr int kSharedBytes = kWarps * kStages * kChunkBytes;  // the warps' rings: 64 KB
 
@@ -54,46 +53,6 @@ __device__ __forceinline__ uint32_t chunk_offset(int row, int slot) {
   return static_cast<uint32_t>(row * 128 + ((slot ^ ((row & 1) << 2)) << 4));
 }
 
-__device__ __forceinline__ uint32_t pack_bf16(float lo_k, float hi_k) {
-  __nv_bfloat162 v = __floats2bfloat162_rn(lo_k, hi_k);
-  return *reinterpret_cast<uint32_t*>(&v);
-}
-
-__device__ __forceinline__ void mma_bf16(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2,
-                                         uint32_t a3, uint32_t b0, uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-      "{%8,%9}, {%0,%1,%2,%3};"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
-
-// Eight x values [k, k + 8) of one row (zeros when not `valid`).
-struct XValues {
-  float4 a, b;
-};
-__device__ __forceinline__ XValues load_x(const float* row, bool valid) {
-  if (!valid) return {make_float4(0, 0, 0, 0), make_float4(0, 0, 0, 0)};
-  return {*reinterpret_cast<const float4*>(row), *reinterpret_cast<const float4*>(row + 4)};
-}
-
-// The eight values as bf16 pairs: hi = bf16(x), lo = bf16(x - hi).
-struct XPairs {
-  uint32_t hi[4], lo[4];
-};
-__device__ __forceinline__ XPairs split_x(const XValues& x) {
-  XPairs out;
-  const float v[8] = {x.a.x, x.a.y, x.a.z, x.a.w, x.b.x, x.b.y, x.b.z, x.b.w};
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const float h0 = __bfloat162float(__float2bfloat16_rn(v[2 * i]));
-    const float h1 = __bfloat162float(__float2bfloat16_rn(v[2 * i + 1]));
-    out.hi[i] = pack_bf16(h0, h1);
-    out.lo[i] = pack_bf16(v[2 * i] - h0, v[2 * i + 1] - h1);
-  }
-  return out;
-}
-
 // acc += W[16 rows, 8 k] · x[8 rows, 8 k]ᵀ for one 8-wide k piece (two mma k-halves, hi and lo).
 // p: weight row g, q: weight row g + 8 (8 bf16 each, at the same k as x).
 __device__ __forceinline__ void mma_piece(float (&acc)[4], const uint4& p, const uint4& q,
@@ -102,23 +61,6 @@ __device__ __forceinline__ void mma_piece(float (&acc)[4], const uint4& p, const
   mma_bf16(acc, p.x, q.x, p.y, q.y, x.lo[0], x.lo[1]);
   mma_bf16(acc, p.z, q.z, p.w, q.w, x.hi[2], x.hi[3]);
   mma_bf16(acc, p.z, q.z, p.w, q.w, x.lo[2], x.lo[3]);
-}
-
-__device__ __forceinline__ float epilogue(const MatmulArgs& a, int64_t row, int64_t col, float v) {
-  if (a.bias != nullptr) v += load_f32(a.bias, a.bias_dtype, col);
-  if (a.accumulate) v = a.y[row * a.y_stride + col] + v;
-  return v;
-}
-
-// Where a tile's weights are: its part of the group and its first output column.
-struct TileSpot {
-  int part;
-  int64_t n0;
-};
-__device__ __forceinline__ TileSpot find_tile(const MatmulGroup& group, int64_t tile) {
-  int p = 0;
-  while (tile >= group.tile_end[p]) ++p;
-  return {p, (tile - (p == 0 ? 0 : group.tile_end[p - 1])) * kTileN};
 }
 
 // A warp's sequence of weight chunks: chunk i of each of the block's tiles in turn (chunks
@@ -181,8 +123,6 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int g = lane >> 2, c = lane & 3;
   const int64_t split = blockIdx.y;
-  const int t = threadIdx.x;  // in the reduction: one (x row, column) per thread, 16 x 16
-  const int xr = t / kTileN, col = t % kTileN;
   const int64_t tiles = group.tile_end[group.count - 1];
   const int64_t splits = static_cast<int64_t>(block_splits) * kWarps;
   const int64_t first = split * kWarps + warp;
@@ -250,46 +190,8 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
       xs = next_xs;
       stage = stage + 1 == kStages ? 0 : stage + 1;
     }
-    const TileSpot spot = find_tile(group, tile);
-    const MatmulArgs& a = group.part[spot.part];
-    const int64_t n = spot.n0 + col;
-
-    // acc element e sits at weight row g (+8 for e >= 2) and x row 2c + (e & 1) (+8 for acc1).
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const int wr = g + (e >= 2 ? 8 : 0), x_row = 2 * c + (e & 1);
-      reduce[warp][x_row][wr] = acc0[e];
-      reduce[warp][x_row + 8][wr] = kTwoTiles ? acc1[e] : 0.0f;
-    }
-    __syncthreads();
-    float v = 0.0f;
-#pragma unroll
-    for (int i = 0; i < kWarps; ++i) v += reduce[i][xr][col];
-    const bool write = xr < a.m && n < a.n;
-    if (block_splits == 1) {
-      if (write) a.y[xr * a.y_stride + n] = epilogue(a, xr, n, v);
-    } else {
-      // Several blocks share this tile: publish the partial; the last block to finish adds the
-      // partials in split order (the same order whichever block arrives last).
-      float* tile_partials = partials + tile * block_splits * (kMaxRows * kTileN);
-      tile_partials[split * (kMaxRows * kTileN) + t] = v;
-      __threadfence();
-      __syncthreads();
-      if (t == 0) {
-        last_block = atomicAdd(&tickets[tile], 1u) == static_cast<unsigned>(block_splits - 1);
-      }
-      __syncthreads();
-      if (last_block) {
-        __threadfence();
-        float sum = 0.0f;
-        for (int s = 0; s < block_splits; ++s) {
-          sum += __ldcg(&tile_partials[s * (kMaxRows * kTileN) + t]);
-        }
-        if (write) a.y[xr * a.y_stride + n] = epilogue(a, xr, n, sum);
-        if (t == 0) tickets[tile] = 0;
-      }
-    }
-    __syncthreads();  // `reduce` and `last_block` are reused by the next tile
+    finish_tile<kTwoTiles>(group, tile, acc0, acc1, reduce, last_block, block_splits, partials,
+                           tickets);
   }
   asm volatile("cp.async.wait_all;" ::: "memory");  // no copy may outlive the block
 }
@@ -325,23 +227,29 @@ __global__ void __launch_bounds__(256) small_generic_kernel(MatmulArgs a) {
 }  // namespace
 
 bool small_tensor_cores(const MatmulArgs& a) {
-  return a.w_dtype == DType::kBF16 && a.k % 8 == 0 && a.w_stride % 8 == 0 &&
-         reinterpret_cast<uintptr_t>(a.w) % 16 == 0 && a.x_stride % 4 == 0 &&
-         reinterpret_cast<uintptr_t>(a.x) % 16 == 0;
+  const bool x_ok = a.x_stride % 4 == 0 && reinterpret_cast<uintptr_t>(a.x) % 16 == 0;
+  if (a.w_dtype == DType::kInt8 || a.w_dtype == DType::kInt4) {  // whole blocks, 4-byte aligned
+    return x_ok && a.k % 128 == 0 && a.w_stride % 128 == 0 &&
+           reinterpret_cast<uintptr_t>(a.w) % 4 == 0;
+  }
+  return x_ok && a.w_dtype == DType::kBF16 && a.k % 8 == 0 && a.w_stride % 8 == 0 &&
+         reinterpret_cast<uintptr_t>(a.w) % 16 == 0;
 }
 
 SmallMatmulPlan plan_small_matmul(const MatmulGroup& group, int multiprocessors) {
   SmallMatmulPlan plan;
   plan.tensor_cores = true;
   for (int p = 0; p < group.count; ++p) {
-    plan.tensor_cores = plan.tensor_cores && small_tensor_cores(group.part[p]);
+    plan.tensor_cores = plan.tensor_cores && small_tensor_cores(group.part[p]) &&
+                        group.part[p].w_dtype == group.part[0].w_dtype;
   }
   plan.tiles = group.tile_end[group.count - 1];
   if (!plan.tensor_cores) return plan;
   // One wave of blocks (two per multiprocessor) that loop over the tiles; tiles are split over
   // several blocks when there are fewer tiles than that, keeping at least 2 chunks per warp.
   const int64_t wave = 2 * static_cast<int64_t>(multiprocessors);
-  const int64_t n_chunks = (group.part[0].k + kChunkK - 1) / kChunkK;
+  const int64_t step = chunk_k(group.part[0].w_dtype);
+  const int64_t n_chunks = (group.part[0].k + step - 1) / step;
   const int64_t by_work = std::max<int64_t>(1, n_chunks / (kWarps * 2));
   plan.block_splits = static_cast<int>(
       std::clamp<int64_t>((wave + plan.tiles / 2) / plan.tiles, 1, std::min<int64_t>(by_work, 64)));
@@ -356,6 +264,10 @@ size_t small_matmul_partial_floats(const SmallMatmulPlan& plan) {
 
 void matmul_small(const MatmulGroup& group, const SmallMatmulPlan& plan,
                   const MatmulScratch& scratch, cudaStream_t stream) {
+  if (plan.tensor_cores && group.part[0].w_dtype != DType::kBF16) {
+    launch_int(group, plan, scratch, stream);
+    return;
+  }
   if (plan.tensor_cores) {
     Launch launch(dim3(static_cast<unsigned>(plan.grid_x), plan.block_splits), dim3(kWarps * 32),
                   kSharedBytes, stream);

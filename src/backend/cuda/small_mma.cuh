@@ -1,0 +1,136 @@
+// Pieces shared by the small-M tensor-core matmul kernels (bf16 weights in matmul_small.cu, int8
+// and int4 in matmul_small_int.cu): tiles of 16 weight rows multiplied by up to 16 activation rows with
+// mma.m16n8k16 on x split into bf16 hi + lo parts, and the fixed-order reduction of a tile's sums
+// (warps in warp order, then the blocks sharing the tile in split order).
+#pragma once
+
+#include "backend/cuda/device.cuh"
+
+namespace specd::cuda::small_mma {
+
+constexpr int kWarps = 8;     // warps per block, each on its own K range of the tile
+constexpr int kTileN = 16;    // weight rows (output columns) per tile
+constexpr int kMaxRows = 16;  // activation rows
+
+__device__ __forceinline__ uint32_t pack_bf16(float lo_k, float hi_k) {
+  __nv_bfloat162 v = __floats2bfloat162_rn(lo_k, hi_k);
+  return *reinterpret_cast<uint32_t*>(&v);
+}
+
+__device__ __forceinline__ void mma_bf16(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2,
+                                         uint32_t a3, uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+      "{%8,%9}, {%0,%1,%2,%3};"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+// Eight x values [k, k + 8) of one row (zeros when not `valid`).
+struct XValues {
+  float4 a, b;
+};
+__device__ __forceinline__ XValues load_x(const float* row, bool valid) {
+  if (!valid) return {make_float4(0, 0, 0, 0), make_float4(0, 0, 0, 0)};
+  return {*reinterpret_cast<const float4*>(row), *reinterpret_cast<const float4*>(row + 4)};
+}
+
+// The eight values as bf16 pairs: hi = bf16(x), lo = bf16(x - hi).
+struct XPairs {
+  uint32_t hi[4], lo[4];
+};
+__device__ __forceinline__ XPairs split_x(const XValues& x) {
+  XPairs out;
+  const float v[8] = {x.a.x, x.a.y, x.a.z, x.a.w, x.b.x, x.b.y, x.b.z, x.b.w};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const float h0 = __bfloat162float(__float2bfloat16_rn(v[2 * i]));
+    const float h1 = __bfloat162float(__float2bfloat16_rn(v[2 * i + 1]));
+    out.hi[i] = pack_bf16(h0, h1);
+    out.lo[i] = pack_bf16(v[2 * i] - h0, v[2 * i + 1] - h1);
+  }
+  return out;
+}
+
+__device__ __forceinline__ float epilogue(const MatmulArgs& a, int64_t row, int64_t col, float v) {
+  if (a.bias != nullptr) v += load_f32(a.bias, a.bias_dtype, col);
+  if (a.accumulate) v = a.y[row * a.y_stride + col] + v;
+  return v;
+}
+
+// Where a tile's weights are: its part of the group and its first output column.
+struct TileSpot {
+  int part;
+  int64_t n0;
+};
+__device__ __forceinline__ TileSpot find_tile(const MatmulGroup& group, int64_t tile) {
+  int p = 0;
+  while (tile >= group.tile_end[p]) ++p;
+  return {p, (tile - (p == 0 ? 0 : group.tile_end[p - 1])) * kTileN};
+}
+
+// The end of a tile: acc0 (x rows 0-7) and acc1 (rows 8-15) of every warp are added in warp
+// order; when several blocks share the tile (block_splits > 1), each publishes its sum and the
+// last to finish adds them in split order. Then bias, accumulate and the store into y. Called by
+// the whole block; `reduce` and `last_block` are the block's shared scratch.
+template <bool kTwoTiles>
+__device__ __forceinline__ void finish_tile(const MatmulGroup& group, int64_t tile,
+                                            const float (&acc0)[4], const float (&acc1)[4],
+                                            float (&reduce)[kWarps][kMaxRows][kTileN],
+                                            bool& last_block, int block_splits, float* partials,
+                                            unsigned* tickets) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int g = lane >> 2, c = lane & 3;
+  const int64_t split = blockIdx.y;
+  const int t = threadIdx.x;  // one (x row, column) per thread, 16 x 16
+  const int xr = t / kTileN, col = t % kTileN;
+  const TileSpot spot = find_tile(group, tile);
+  const MatmulArgs& a = group.part[spot.part];
+  const int64_t n = spot.n0 + col;
+
+  // acc element e sits at weight row g (+8 for e >= 2) and x row 2c + (e & 1) (+8 for acc1).
+#pragma unroll
+  for (int e = 0; e < 4; ++e) {
+    const int wr = g + (e >= 2 ? 8 : 0), x_row = 2 * c + (e & 1);
+    reduce[warp][x_row][wr] = acc0[e];
+    reduce[warp][x_row + 8][wr] = kTwoTiles ? acc1[e] : 0.0f;
+  }
+  __syncthreads();
+  float v = 0.0f;
+#pragma unroll
+  for (int i = 0; i < kWarps; ++i) v += reduce[i][xr][col];
+  const bool write = xr < a.m && n < a.n;
+  if (block_splits == 1) {
+    if (write) a.y[xr * a.y_stride + n] = epilogue(a, xr, n, v);
+  } else {
+    // Several blocks share this tile: publish the partial; the last block to finish adds the
+    // partials in split order (the same order whichever block arrives last).
+    float* tile_partials = partials + tile * block_splits * (kMaxRows * kTileN);
+    tile_partials[split * (kMaxRows * kTileN) + t] = v;
+    __threadfence();
+    __syncthreads();
+    if (t == 0) {
+      last_block = atomicAdd(&tickets[tile], 1u) == static_cast<unsigned>(block_splits - 1);
+    }
+    __syncthreads();
+    if (last_block) {
+      __threadfence();
+      float sum = 0.0f;
+      for (int s = 0; s < block_splits; ++s) {
+        sum += __ldcg(&tile_partials[s * (kMaxRows * kTileN) + t]);
+      }
+      if (write) a.y[xr * a.y_stride + n] = epilogue(a, xr, n, sum);
+      if (t == 0) tickets[tile] = 0;
+    }
+  }
+  __syncthreads();  // `reduce` and `last_block` are reused by the next tile
+}
+
+// Chunk size in k of the tensor-core kernels, by weight dtype (bf16: 64, int8/int4: one block).
+constexpr int64_t chunk_k(DType dtype) { return dtype == DType::kBF16 ? 64 : 128; }
+
+// The int8/int4 tensor-core kernels' launcher (matmul_small_int.cu); plan as for bf16.
+void launch_int(const MatmulGroup& group, const SmallMatmulPlan& plan, const MatmulScratch& scratch,
+                cudaStream_t stream);
+
+}  // namespace specd::cuda::small_mma
