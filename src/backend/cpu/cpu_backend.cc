@@ -43,6 +43,14 @@ void grow(std::vector<T>& buffer, size_t size) {
   if (buffer.size() < size) buffer.resize(size);
 }
 
+// The first 64-byte aligned float of a buffer with kAlignFloats floats to spare (vector loads that
+// straddle cache lines cost two).
+constexpr size_t kAlignFloats = 16;
+float* aligned_floats(std::vector<float>& buffer) {
+  const auto address = reinterpret_cast<uintptr_t>(buffer.data());
+  return buffer.data() + ((64 - address % 64) % 64) / sizeof(float);
+}
+
 }  // namespace
 
 CpuBackend::CpuBackend(int threads)
@@ -125,15 +133,23 @@ bool CpuBackend::small_path(const cpu::MatmulArgs& a) {
 void CpuBackend::small_columns(const cpu::MatmulArgs& a, int64_t begin, int64_t end) {
   if (is_quantized(a.w_dtype)) {
     cpu::matmul_quant(a, quant_x_, begin, end);
+  } else if (a.w_dtype == DType::kBF16) {
+    cpu::MatmulArgs split = a;
+    split.x_split = aligned_floats(split_x_);
+    cpu::matmul_small(split, begin, end);
   } else {
     cpu::matmul_small(a, begin, end);
   }
 }
 
-void CpuBackend::quantize_x(const cpu::MatmulArgs& a) {
-  if (!is_quantized(a.w_dtype)) return;
-  grow(quant_x_scratch_, static_cast<size_t>(cpu::matmul_quant_scratch(a)));
-  quant_x_ = cpu::quantize_x(a, quant_x_scratch_.data());
+void CpuBackend::prepare_x(const cpu::MatmulArgs& a) {
+  if (is_quantized(a.w_dtype)) {
+    grow(quant_x_scratch_, static_cast<size_t>(cpu::matmul_quant_scratch(a)));
+    quant_x_ = cpu::quantize_x(a, quant_x_scratch_.data());
+  } else if (a.w_dtype == DType::kBF16) {
+    grow(split_x_, static_cast<size_t>(a.m * cpu::split_x_stride(a.k)) + kAlignFloats);
+    cpu::split_x(a, aligned_floats(split_x_));
+  }
 }
 
 template <typename Fn>
@@ -151,7 +167,7 @@ void CpuBackend::matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Te
   if (a.m == 0 || a.n == 0) return;
   const int64_t work = a.m * a.n * std::max<int64_t>(a.k, 1);
   if (small_path(a)) {
-    quantize_x(a);
+    prepare_x(a);
     run_columns(a.n, work, [&](int64_t begin, int64_t end) { small_columns(a, begin, end); });
     return;
   }
@@ -186,12 +202,13 @@ void CpuBackend::matmul_group(const Tensor& x, std::span<const MatmulPart> parts
     first[p + 1] = first[p] + args[p].n;
     work += args[p].m * args[p].n * std::max<int64_t>(args[p].k, 1);
   }
-  // x is quantised once for all parts (they share it and its k).
+  // x is quantised or split once for all parts (they share it and its k).
+  bool quantized = false, split = false;
   for (size_t p = 0; p < parts.size(); ++p) {
-    if (is_quantized(args[p].w_dtype)) {
-      quantize_x(args[p]);
-      break;
-    }
+    const bool q = is_quantized(args[p].w_dtype), s = args[p].w_dtype == DType::kBF16;
+    if ((q && !quantized) || (s && !split)) prepare_x(args[p]);
+    quantized = quantized || q;
+    split = split || s;
   }
   run_columns(first[parts.size()], work, [&](int64_t begin, int64_t end) {
     for (size_t p = 0; p < parts.size(); ++p) {

@@ -52,8 +52,9 @@ class CpuBackend final : public Backend {
   static bool small_path(const cpu::MatmulArgs& a);
   // Columns [begin, end) of a small-M product (quantised weights: on quant_x_).
   void small_columns(const cpu::MatmulArgs& a, int64_t begin, int64_t end);
-  // For quantised weights: a.x into quant_x_, once per product (or group of products).
-  void quantize_x(const cpu::MatmulArgs& a);
+  // a.x as the small-M kernel of a.w_dtype reads it, once per product (or group of products):
+  // quantised into quant_x_ for block-quantised weights, split into split_x_ for bf16.
+  void prepare_x(const cpu::MatmulArgs& a);
   // Runs fn(begin, end) over the columns [0, n) of a small-M product on the pool (one contiguous
   // share per thread: on tiny models, chunks taken in turn cost more than they balance).
   template <typename Fn>
@@ -89,6 +90,7 @@ class CpuBackend final : public Backend {
   std::vector<Scratch> scratch_;        // one per pool thread
   std::vector<float> quant_x_scratch_;  // [matmul_quant_scratch] backs quant_x_
   cpu::QuantizedX quant_x_;             // x of the current product with quantised weights
+  std::vector<float> split_x_;          // [M, K] x of the current bf16 product (cpu::split_x)
 };
 
 }  // namespace specd

@@ -20,11 +20,22 @@ struct MatmulArgs {
   int64_t y_stride = 0;
   int64_t m = 0, n = 0, k = 0;
   bool accumulate = false;
+  // bf16 weights on the small-M path: x rearranged by split_x, [m, k] f32, row stride
+  // split_x_stride(k).
+  const float* x_split = nullptr;
 };
 
 // The batch-invariant small-M kernel: every (row, column) result is reduced in an order that
 // depends only on k (and the SIMD target), never on m or on [n_begin, n_end).
+// bf16 weights need args.x_split.
 void matmul_small(const MatmulArgs& args, int64_t n_begin, int64_t n_end);
+
+// args.x rearranged for the bf16 small-M kernel into out ([m, split_x_stride(k)] floats): per
+// chunk of 2L elements (L = f32 lanes of the SIMD target), its even-index elements, then its
+// odd-index ones; the k % 2L tail is left unwritten (the kernel reads it from args.x).
+void split_x(const MatmulArgs& args, float* out);
+// Row stride of split_x's output: k rounded up to 16 floats, so that rows start on 64-byte lines.
+inline int64_t split_x_stride(int64_t k) { return (k + 15) / 16 * 16; }
 
 // x quantised for the block-quantised kernel, per row and 32-element group: x ~= scale * q with
 // q int16 (|q| <= 32767, rounded to nearest), and the exact f32 sum of the group. A group with a
