@@ -1,10 +1,10 @@
 // Times the CPU backend's matmul and attention against the machine's streaming-read bandwidth.
 //
 // Usage: specd_kernel_bench [threads] [section...]; sections: bw, matmul (bf16 weights),
-// matmul-all (f32, f16, bf16), quant (block-quantised weights), gemm, attention (default: all
-// but matmul-all). Weights are cycled
-// through copies larger than the last-level cache, so every matmul reads its weight from DRAM as in
-// a real forward pass.
+// matmul-all (f32, f16, bf16), matmul-hot (bf16, cache-resident weights), quant (block-quantised
+// weights), gemm, attention, fma (default: all but matmul-all). Except in matmul-hot, weights are
+// cycled through copies larger than the last-level cache, so every matmul reads its weight from
+// DRAM as in a real forward pass.
 #include <cblas.h>
 
 #include <algorithm>
@@ -138,6 +138,28 @@ void bench_matmul(CpuBackend& backend, StreamingRead& reader, bool all_dtypes) {
             w_bytes / best / 1e9, bw, 100.0 * ratio, 2.0 * m * s.n * s.k / t / 1e9);
       }
     }
+  }
+}
+
+// bf16 matmul on weights that stay in each core's L2 ([192 x threads, 1024], 384 KiB a thread):
+// the kernel's arithmetic rate without DRAM, for M = 1 to 16. Best of 200 timings of 10 calls
+// (a shared machine only ever slows a call down).
+void bench_matmul_hot(CpuBackend& backend, int threads) {
+  const int64_t n = 192 * threads, k = 1024;
+  std::vector<uint16_t> w(n * k);
+  fill_random(w.data(), DType::kBF16, w.size(), 1);
+  std::vector<float> x(16 * k), y(16 * n);
+  fill_random(x.data(), DType::kF32, x.size(), 2);
+  Tensor wt = Tensor::make(w.data(), DType::kBF16, n, k);
+  for (int64_t m : {1, 2, 3, 4, 5, 8, 9, 16}) {
+    Tensor xt = Tensor::make(x.data(), DType::kF32, m, k);
+    Tensor yt = Tensor::make(y.data(), DType::kF32, m, n);
+    auto [t, best] = time_calls(200, [&](int) {
+      for (int i = 0; i < 10; ++i) backend.matmul(xt, wt, nullptr, yt, false);
+    });
+    std::printf("matmul-hot bf16 N=%-5lld K=%lld M=%-2lld best %7.2f us  %6.1f GFLOP/s\n",
+                static_cast<long long>(n), static_cast<long long>(k), static_cast<long long>(m),
+                best / 10 * 1e6, 2.0 * m * n * k / (best / 10) / 1e9);
   }
 }
 
@@ -304,6 +326,7 @@ int main(int argc, char** argv) {
   specd::StreamingRead reader(backend.pool());
   if (want("bw")) specd::streaming_read_gbps(reader, threads);
   if (want("matmul") || all) specd::bench_matmul(backend, reader, all);
+  if (want("matmul-hot")) specd::bench_matmul_hot(backend, threads);
   if (want("quant")) specd::bench_matmul_quant(backend);
   if (want("gemm")) specd::bench_gemm(backend, threads);
   if (want("attention")) specd::bench_attention(backend);
