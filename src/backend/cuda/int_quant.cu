@@ -5,12 +5,13 @@
 //
 // Small M (1 to 16 rows) on CUDA cores, where the tensor-core kernel (matmul_small_int.cu) does
 // not apply (x rows not 16-byte aligned, or SPECD_CUDA_INT_MMA=0): a block of 8 warps owns 4
-// output columns and reads each of their weight bytes once for all rows. Warp w takes the 128-element blocks w, w + 8, w + 16, ... of
-// the columns (int4: pairs of blocks, one per half-warp); a lane dequantises 4 (int8) or 8 (int4)
-// weights per block exactly as the reference does (d * q, or d * q + m with two roundings) and
-// multiplies them into every row with fused multiply-adds in a fixed order. Lanes are reduced by
-// a fixed shuffle tree and warps in warp order, so the order of every (row, column) sum depends
-// only on K: rows are bit-identical whatever M.
+// output columns and reads each of their weight bytes once for all rows. Warp w takes the
+// 128-element blocks w, w + 8, w + 16, ... of the columns (int4: pairs of blocks, one per
+// half-warp); a lane dequantises 4 (int8) or 8 (int4) weights per block exactly as the reference
+// does (d * q, or d * q + m with two roundings) and multiplies them into every row with fused
+// multiply-adds in a fixed order. Lanes are reduced by a fixed shuffle tree and warps in warp
+// order, so the order of every (row, column) sum depends only on K: rows are bit-identical
+// whatever M.
 #include <algorithm>
 
 #include "backend/cuda/small_quant.cuh"
