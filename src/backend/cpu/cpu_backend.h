@@ -90,7 +90,7 @@ class CpuBackend final : public Backend {
   std::vector<Scratch> scratch_;        // one per pool thread
   std::vector<float> quant_x_scratch_;  // [matmul_quant_scratch] backs quant_x_
   cpu::QuantizedX quant_x_;             // x of the current product with quantised weights
-  std::vector<float> split_x_;          // [M, K] x of the current bf16 product (cpu::split_x)
+  std::vector<float> split_x_;          // x of the current bf16 product as cpu::split_x lays it out
 };
 
 }  // namespace specd
