@@ -8,11 +8,12 @@
 // pre-split to match), with the same structure. Rows and columns are grouped in register tiles
 // (MR rows x NR columns) only to reuse each widened weight vector across rows and each x vector
 // across columns.
+#include <type_traits>
+
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "backend/cpu/matmul_small.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 // Must come after foreach_target.h.
-
 #include "hwy/cache_control.h"
 #include "hwy/highway.h"
 //
@@ -191,12 +192,38 @@ HWY_INLINE void ColumnsBf16(const MatmulArgs& a, int64_t n0, int64_t n_step, int
   }
 }
 
-// Walks bf16 columns [n_begin, n_end) as Walk does, in tiles of NR columns and up to max_rows rows.
-template <int NR>
-void WalkBf16(const MatmulArgs& a, int64_t n_begin, int64_t n_end, int64_t max_rows) {
+// All rows of columns n0 + j * n_step, j < NR (bf16: in row tiles of at most max_rows).
+template <int NR, typename W>
+HWY_INLINE void Columns(const MatmulArgs& a, int64_t n0, int64_t n_step, int64_t max_rows) {
+  if constexpr (std::is_same_v<W, hwy::bfloat16_t>) {
+    ColumnsBf16<NR>(a, n0, n_step, max_rows);
+  } else {
+    if (a.m == 1) return Tile<1, NR, W>(a, 0, n0, n_step);
+    int64_t m = 0;
+    for (; m + kTileRows <= a.m; m += kTileRows) Tile<kTileRows, NR, W>(a, m, n0, n_step);
+    switch (a.m - m) {
+      case 3:
+        Tile<3, NR, W>(a, m, n0, n_step);
+        break;
+      case 2:
+        Tile<2, NR, W>(a, m, n0, n_step);
+        break;
+      case 1:
+        Tile<1, NR, W>(a, m, n0, n_step);
+        break;
+      default:
+        break;
+    }
+  }
+}
+
+// Splits [n_begin, n_end) into NR equal runs and walks them side by side, so the tile reads NR
+// distant weight rows: NR sequential streams keep more DRAM requests in flight than one.
+template <int NR, typename W>
+void Walk(const MatmulArgs& a, int64_t n_begin, int64_t n_end, int64_t max_rows = 0) {
   const int64_t run = (n_end - n_begin) / NR;
-  for (int64_t i = 0; i < run; ++i) ColumnsBf16<NR>(a, n_begin + i, run, max_rows);
-  for (int64_t n = n_begin + NR * run; n < n_end; ++n) ColumnsBf16<1>(a, n, 0, max_rows);
+  for (int64_t i = 0; i < run; ++i) Columns<NR, W>(a, n_begin + i, run, max_rows);
+  for (int64_t n = n_begin + NR * run; n < n_end; ++n) Columns<1, W>(a, n, 0, max_rows);
 }
 
 // The bf16 tile shape for M rows: register tiles of up to R rows x NR columns keep R * NR
@@ -205,47 +232,14 @@ void WalkBf16(const MatmulArgs& a, int64_t n_begin, int64_t n_end, int64_t max_r
 // weights); each accumulator takes two dependent multiply-adds per chunk.
 void RunBf16(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
 #if HWY_TARGET <= HWY_AVX3
-  WalkBf16<4>(a, n_begin, n_end, 5);  // 32 registers: up to 5 x 4 accumulators
+  Walk<4, hwy::bfloat16_t>(a, n_begin, n_end, 5);  // 32 registers: up to 5 x 4 accumulators
 #else
   if (a.m <= 2) {
-    WalkBf16<4>(a, n_begin, n_end, 2);
+    Walk<4, hwy::bfloat16_t>(a, n_begin, n_end, 2);
   } else {
-    WalkBf16<3>(a, n_begin, n_end, 4);
+    Walk<3, hwy::bfloat16_t>(a, n_begin, n_end, 4);
   }
 #endif
-}
-
-// All rows of columns n0 + j * n_step, j < NR.
-template <int NR, typename W>
-HWY_INLINE void Columns(const MatmulArgs& a, int64_t n0, int64_t n_step) {
-  int64_t m = 0;
-  if (a.m == 1) {
-    Tile<1, NR, W>(a, 0, n0, n_step);
-    return;
-  }
-  for (; m + kTileRows <= a.m; m += kTileRows) Tile<kTileRows, NR, W>(a, m, n0, n_step);
-  switch (a.m - m) {
-    case 3:
-      Tile<3, NR, W>(a, m, n0, n_step);
-      break;
-    case 2:
-      Tile<2, NR, W>(a, m, n0, n_step);
-      break;
-    case 1:
-      Tile<1, NR, W>(a, m, n0, n_step);
-      break;
-    default:
-      break;
-  }
-}
-
-// Splits [n_begin, n_end) into NR equal runs and walks them side by side, so the tile reads NR
-// distant weight rows: NR sequential streams keep more DRAM requests in flight than one.
-template <int NR, typename W>
-void Walk(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
-  const int64_t run = (n_end - n_begin) / NR;
-  for (int64_t i = 0; i < run; ++i) Columns<NR, W>(a, n_begin + i, run);
-  for (int64_t n = n_begin + NR * run; n < n_end; ++n) Columns<1, W>(a, n, 0);
 }
 
 template <typename W>
