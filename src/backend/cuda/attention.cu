@@ -1,12 +1,18 @@
 // Attention over the KV cache on CUDA: split by fixed chunks of cache entries, then combined.
 //
-// Block (kv head, row, chunk) computes, for the query heads sharing that KV head, the scores of
-// the chunk's visible entries, their max, the sum of exponentials and the unnormalised sum of
-// p·V. A second kernel combines the chunks of a (row, head) in chunk order. Chunk boundaries
-// depend only on the cache capacity, and a row's arithmetic only on its visible entries, so a
-// row gets the same bits in any batch (causal rows and the equivalent mask too).
+// Block (query heads, row, chunk) computes, for `heads` query heads sharing one KV head, the
+// scores of the chunk's visible entries, their max, the sum of exponentials and the unnormalised
+// sum of p·V. A second kernel combines the chunks of a (row, head) in chunk order. Chunk
+// boundaries depend only on the cache capacity, a row's arithmetic only on its visible entries,
+// and a head's arithmetic not on how many heads share its block, so a row gets the same bits in
+// any batch (causal rows and the equivalent mask too).
+//
+// Decode is bound by latency, not bytes (a few MB of cache per layer): a block loads the keys and
+// values of a whole tile of entries into registers at once, so a short chunk costs one round trip
+// to memory, and the softmax needs one block-wide exchange per tile.
 #include <algorithm>
 #include <string>
+#include <type_traits>
 
 #include "backend/cuda/device.cuh"
 
@@ -14,14 +20,10 @@ namespace specd::cuda {
 namespace {
 
 constexpr int kThreads = 128;
-constexpr int kMaxGroup = 16;  // query heads per KV head handled by one block
+constexpr int kWarps = kThreads / 32;
+constexpr int kMaxGroup = 64;
 constexpr int kMaxHeadDim = 256;
-constexpr int kMaxShared = 96 * 1024;  // dynamic shared memory bytes per block
-constexpr int kMaxChunks = 32;         // cache chunks per row (see attention_chunk)
-
-__device__ __forceinline__ float to_float(__nv_bfloat16 v) { return __bfloat162float(v); }
-__device__ __forceinline__ float to_float(__half v) { return __half2float(v); }
-__device__ __forceinline__ float to_float(float v) { return v; }
+constexpr int kMaxChunks = 32;  // cache chunks per row (see attention_chunk)
 
 // Lists masked row m's visible entries of [begin, end) in increasing order (warp 0, by ballots).
 // Entries before `first` (the sliding window's start) are hidden; the masked part is not
@@ -48,48 +50,62 @@ __device__ int visible_entries(const AttentionArgs& a, int64_t m, int64_t first,
   return count;
 }
 
+// 8 cache elements of type T, as loaded (16 bytes for bf16/f16, 32 for f32).
 template <typename T>
-__device__ __forceinline__ void load8(const T* p, float (&out)[8]) {
-  if constexpr (sizeof(T) == 4) {
-    const float4 a = *reinterpret_cast<const float4*>(p);
-    const float4 b = *reinterpret_cast<const float4*>(p + 4);
-    out[0] = a.x, out[1] = a.y, out[2] = a.z, out[3] = a.w;
-    out[4] = b.x, out[5] = b.y, out[6] = b.z, out[7] = b.w;
-  } else {
-    const uint4 v = *reinterpret_cast<const uint4*>(p);
-    const T* e = reinterpret_cast<const T*>(&v);
+struct Raw8 {
+  uint4 w[sizeof(T) / 2];
+};
+
+template <typename T>
+__device__ __forceinline__ void load_raw(const T* p, Raw8<T>& r) {
 #pragma unroll
-    for (int i = 0; i < 8; ++i) out[i] = to_float(e[i]);
+  for (int i = 0; i < static_cast<int>(sizeof(T) / 2); ++i) {
+    r.w[i] = reinterpret_cast<const uint4*>(p)[i];
   }
 }
 
-constexpr int kHeadsPerPass = 4;  // query heads accumulated together in the p·V pass
+template <typename T>
+__device__ __forceinline__ float element(const Raw8<T>& r, int e) {
+  const T* v = reinterpret_cast<const T*>(r.w);
+  if constexpr (sizeof(T) == 4) {
+    return v[e];
+  } else if constexpr (sizeof(T) == 2 && std::is_same_v<T, __half>) {
+    return __half2float(v[e]);
+  } else {
+    return __bfloat162float(v[e]);
+  }
+}
 
-// Lanes that share one cache entry in the score pass: a power of two covering head_dim / 8.
-__device__ __forceinline__ int lanes_per_entry(int head_dim) {
+// Lanes that share one cache entry: a power of two covering head_dim / 8 (8 dims per lane).
+__host__ __device__ constexpr int lanes_per_entry(int head_dim) {
   int lanes = 1;
   while (lanes * 8 < head_dim) lanes *= 2;
   return lanes;
 }
 
-// head_dim must be a multiple of 8 (checked by the launcher).
+// Thread layout: lane = (entry slot, dim group); a warp covers 32 / lanes entries per step, the
+// block kWarps times as many; a thread holds kSteps steps of a tile (16 bytes of K and of V each
+// for 2-byte caches).
 template <typename T>
+constexpr int kSteps = sizeof(T) == 4 ? 4 : 8;
+
+// head_dim must be a multiple of 8 (checked by the launcher); partials: [M, n_heads, n_chunks,
+// hd + 2] (acc..., max, sum).
+template <typename T, int kHeads>
 __global__ void __launch_bounds__(kThreads)
-    attention_chunk_kernel(AttentionArgs a, int64_t chunk, int64_t n_chunks, int heads,
-                           float* partials) {
-  extern __shared__ float shared[];
-  // This block: `heads` of the query heads sharing one KV head (each head's arithmetic is the
-  // same whichever block computes it).
-  const int group = a.n_heads / a.cache.n_kv_heads, splits = group / heads;
+    attention_chunk_kernel(AttentionArgs a, int64_t chunk, int64_t n_chunks, float* partials) {
+  extern __shared__ int list[];  // [chunk] visible entries of masked rows
+  __shared__ float tile_max[2][kWarps][kHeads];
+  __shared__ float red[kWarps][kHeads][kMaxHeadDim + 1];  // acc..., sum
+  constexpr int S = kSteps<T>;
+  const int group = a.n_heads / a.cache.n_kv_heads, splits = group / kHeads;
   const int kv_head = blockIdx.x / splits;
-  const int first_head = kv_head * group + (blockIdx.x % splits) * heads;
-  const int hd = a.cache.head_dim;
-  const int n_dg = hd / 8, n_es = kThreads / n_dg;             // p·V: dim groups x entry subsets
-  float* q = shared;                                           // [heads, hd]
-  float* scores = q + heads * hd;                              // [heads, chunk]
-  int* list = reinterpret_cast<int*>(scores + heads * chunk);  // [chunk]
-  float* red = reinterpret_cast<float*>(list + chunk);         // [n_es, kHeadsPerPass, hd]
-  __shared__ float head_max[kMaxGroup], head_sum[kMaxGroup];
+  const int first_head = kv_head * group + (blockIdx.x % splits) * kHeads;
+  const int hd = a.cache.head_dim, lanes = lanes_per_entry(hd), per_warp = 32 / lanes;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int slot_in_warp = lane / lanes, d0 = (lane % lanes) * 8;
+  const bool has_dims = d0 < hd;
+  const int per_step = kWarps * per_warp, tile = S * per_step;
   const int64_t m = blockIdx.y, ch = blockIdx.z;
   wait_for_inputs();
   allow_next_kernel();
@@ -101,202 +117,215 @@ __global__ void __launch_bounds__(kThreads)
   // Sliding window: entries j <= position - window are hidden.
   const int64_t first = a.window > 0 ? std::max<int64_t>(0, a.positions[m] - a.window + 1) : 0;
   const int64_t begin = ch * chunk, end = std::min(begin + chunk, a.cache.capacity);
-#pragma unroll 4
-  for (int i = threadIdx.x; i < heads * hd; i += blockDim.x) {
-    const int g = i / hd, d = i % hd;
-    q[i] = a.q[m * a.q_stride + (first_head + g) * hd + d];
+  float q[kHeads][8];
+#pragma unroll
+  for (int h = 0; h < kHeads; ++h) {
+    const float* qh = a.q + m * a.q_stride + static_cast<int64_t>(first_head + h) * hd + d0;
+    if (has_dims) {
+      float4 lo, hi;
+      if ((reinterpret_cast<uintptr_t>(qh) & 15) == 0) {
+        lo = reinterpret_cast<const float4*>(qh)[0];
+        hi = reinterpret_cast<const float4*>(qh)[1];
+      } else {
+        lo = make_float4(qh[0], qh[1], qh[2], qh[3]);
+        hi = make_float4(qh[4], qh[5], qh[6], qh[7]);
+      }
+      q[h][0] = lo.x, q[h][1] = lo.y, q[h][2] = lo.z, q[h][3] = lo.w;
+      q[h][4] = hi.x, q[h][5] = hi.y, q[h][6] = hi.z, q[h][7] = hi.w;
+    } else {
+#pragma unroll
+      for (int e = 0; e < 8; ++e) q[h][e] = 0.0f;
+    }
   }
   // Causal rows see the contiguous entries [lo, last]; masked rows list theirs.
   const int64_t lo = std::max(begin, first);
   const int n = causal ? static_cast<int>(std::clamp<int64_t>(last + 1 - lo, 0, end - lo))
                        : visible_entries(a, m, first, begin, end, list);
-  // partials layout: [M, n_heads, n_chunks, hd + 2] (acc..., max, sum)
-  auto partial = [&](int g) {
-    return partials + ((m * a.n_heads + first_head + g) * n_chunks + ch) * (hd + 2);
+  auto partial = [&](int h) {
+    return partials + ((m * a.n_heads + first_head + h) * n_chunks + ch) * (hd + 2);
   };
   if (n == 0) {
-    for (int g = threadIdx.x; g < heads; g += blockDim.x) {
-      partial(g)[hd] = -INFINITY;
-      partial(g)[hd + 1] = 0.0f;
+    if (threadIdx.x < kHeads) {
+      partial(threadIdx.x)[hd] = -INFINITY;
+      partial(threadIdx.x)[hd + 1] = 0.0f;
     }
     return;
   }
-  __syncthreads();
 
   const int64_t entry_stride = static_cast<int64_t>(a.cache.n_kv_heads) * hd;
-  const T* keys = static_cast<const T*>(a.cache.k) + slot * a.cache.slot_stride + kv_head * hd;
-  const T* values = static_cast<const T*>(a.cache.v) + slot * a.cache.slot_stride + kv_head * hd;
-
-  // Scores: `lanes` lanes per entry, 8 dims each, added by a fixed butterfly (so an entry's score
-  // never depends on the other entries); kUnroll entries per lane group in flight at once.
-  {
-    const int lanes = lanes_per_entry(hd), per_warp = 32 / lanes;
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    const int sub = lane / lanes, d0 = (lane % lanes) * 8;
-    const bool has_dims = d0 < hd;
-    constexpr int kUnroll = 4;
-    const int step = (kThreads / 32) * per_warp;
-    for (int base = 0; base < n; base += step * kUnroll) {
-      float k8[kUnroll][8];
+  const T* keys =
+      static_cast<const T*>(a.cache.k) + slot * a.cache.slot_stride + kv_head * hd + d0;
+  const T* values =
+      static_cast<const T*>(a.cache.v) + slot * a.cache.slot_stride + kv_head * hd + d0;
+  float run_max[kHeads], sum[kHeads], acc[kHeads][8];
 #pragma unroll
-      for (int u = 0; u < kUnroll; ++u) {
-        const int i = base + u * step + warp * per_warp + sub;
-        if (i < n && has_dims) {
-          load8(keys + (causal ? lo + i : list[i]) * entry_stride + d0, k8[u]);
-        } else {
+  for (int h = 0; h < kHeads; ++h) {
+    run_max[h] = -INFINITY;
+    sum[h] = 0.0f;
 #pragma unroll
-          for (int e = 0; e < 8; ++e) k8[u][e] = 0.0f;
-        }
-      }
-#pragma unroll
-      for (int u = 0; u < kUnroll; ++u) {
-        const int i = base + u * step + warp * per_warp + sub;
-#pragma unroll
-        for (int g = 0; g < kMaxGroup; ++g) {
-          if (g >= heads) break;
-          float dot = 0.0f;
-          if (has_dims) {
-#pragma unroll
-            for (int e = 0; e < 8; ++e) dot = fmaf(q[g * hd + d0 + e], k8[u][e], dot);
-          }
-          for (int offset = lanes / 2; offset > 0; offset /= 2) {
-            dot += __shfl_xor_sync(0xffffffffu, dot, offset);
-          }
-          if (d0 == 0 && i < n) scores[g * chunk + i] = dot * a.scale;
-        }
-      }
-    }
+    for (int e = 0; e < 8; ++e) acc[h][e] = 0.0f;
   }
-  __syncthreads();
-
-  // Softmax pieces per head: a warp per head, lanes over entries, butterfly max and sum.
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  for (int g = warp; g < heads; g += kThreads / 32) {
-    float mx = -INFINITY;
-    for (int i = lane; i < n; i += 32) mx = fmaxf(mx, scores[g * chunk + i]);
+  int parity = 0;
+  for (int base = 0; base < n; base += tile, parity ^= 1) {
+    // The tile's keys and values, all loads in flight at once.
+    Raw8<T> k[S], v[S];
 #pragma unroll
-    for (int offset = 16; offset > 0; offset /= 2) {
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, offset));
-    }
-    float sum = 0.0f;
-    for (int i = lane; i < n; i += 32) {
-      const float p = __expf(scores[g * chunk + i] - mx);
-      scores[g * chunk + i] = p;
-      sum += p;
-    }
-#pragma unroll
-    for (int offset = 16; offset > 0; offset /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
-    if (lane == 0) {
-      head_max[g] = mx;
-      head_sum[g] = sum;
-    }
-  }
-  __syncthreads();
-
-  // p·V: thread = (entry subset es, dim group dg); subsets are added in order afterwards.
-  const int dg = threadIdx.x % n_dg, es = threadIdx.x / n_dg;
-  for (int g0 = 0; g0 < heads; g0 += kHeadsPerPass) {
-    if (es < n_es) {
-      float acc[kHeadsPerPass][8];
-#pragma unroll
-      for (int h = 0; h < kHeadsPerPass; ++h) {
-#pragma unroll
-        for (int e = 0; e < 8; ++e) acc[h][e] = 0.0f;
+    for (int s = 0; s < S; ++s) {
+      const int i = base + s * per_step + warp * per_warp + slot_in_warp;
+      if (i < n && has_dims) {
+        const int64_t j = causal ? lo + i : list[i];
+        load_raw(keys + j * entry_stride, k[s]);
+        load_raw(values + j * entry_stride, v[s]);
+      } else {
+        k[s] = Raw8<T>{};
+        v[s] = Raw8<T>{};
       }
-#pragma unroll 8
-      for (int i = es; i < n; i += n_es) {
-        float v8[8];
-        load8(values + (causal ? lo + i : list[i]) * entry_stride + dg * 8, v8);
+    }
+    // Scores: 8 dims per lane, added over the entry's lanes by a fixed butterfly.
+    float score[S][kHeads];
+    float mx[kHeads];
 #pragma unroll
-        for (int h = 0; h < kHeadsPerPass; ++h) {
-          if (g0 + h >= heads) break;
-          const float p = scores[(g0 + h) * chunk + i];
+    for (int h = 0; h < kHeads; ++h) mx[h] = -INFINITY;
 #pragma unroll
-          for (int e = 0; e < 8; ++e) acc[h][e] = fmaf(p, v8[e], acc[h][e]);
+    for (int s = 0; s < S; ++s) {
+      const int i = base + s * per_step + warp * per_warp + slot_in_warp;
+#pragma unroll
+      for (int h = 0; h < kHeads; ++h) {
+        float dot = 0.0f;
+#pragma unroll
+        for (int e = 0; e < 8; ++e) dot = fmaf(q[h][e], element(k[s], e), dot);
+        for (int offset = lanes / 2; offset > 0; offset /= 2) {
+          dot += __shfl_xor_sync(0xffffffffu, dot, offset);
         }
+        score[s][h] = i < n ? __fmul_rn(dot, a.scale) : -INFINITY;
+        mx[h] = fmaxf(mx[h], score[s][h]);
       }
+    }
+    // The tile's max over the block (one exchange; the buffer alternates between tiles).
 #pragma unroll
-      for (int h = 0; h < kHeadsPerPass; ++h) {
-#pragma unroll
-        for (int e = 0; e < 8; ++e) red[(es * kHeadsPerPass + h) * hd + dg * 8 + e] = acc[h][e];
+    for (int h = 0; h < kHeads; ++h) {
+      for (int offset = lanes; offset < 32; offset *= 2) {
+        mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], offset));
       }
+      if (lane == 0) tile_max[parity][warp][h] = mx[h];
     }
     __syncthreads();
-    for (int t = threadIdx.x; t < kHeadsPerPass * hd; t += blockDim.x) {
-      const int h = t / hd, d = t % hd;
-      if (g0 + h >= heads) continue;
-      float sum = 0.0f;
-      for (int e = 0; e < n_es; ++e) sum += red[(e * kHeadsPerPass + h) * hd + d];
-      partial(g0 + h)[d] = sum;
+#pragma unroll
+    for (int h = 0; h < kHeads; ++h) {
+      float new_max = run_max[h];
+#pragma unroll
+      for (int w = 0; w < kWarps; ++w) new_max = fmaxf(new_max, tile_max[parity][w][h]);
+      const float rescale = run_max[h] == -INFINITY ? 0.0f : __expf(run_max[h] - new_max);
+      run_max[h] = new_max;
+      // Explicit roundings: the same arithmetic whatever kHeads (no contraction into FMAs).
+      sum[h] = __fmul_rn(sum[h], rescale);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) acc[h][e] = __fmul_rn(acc[h][e], rescale);
+#pragma unroll
+      for (int s = 0; s < S; ++s) {
+        const float p = score[s][h] == -INFINITY ? 0.0f : __expf(score[s][h] - new_max);
+        sum[h] += p;
+#pragma unroll
+        for (int e = 0; e < 8; ++e) acc[h][e] = fmaf(p, element(v[s], e), acc[h][e]);
+      }
     }
-    __syncthreads();
   }
-  for (int g = threadIdx.x; g < heads; g += blockDim.x) {
-    partial(g)[hd] = head_max[g];
-    partial(g)[hd + 1] = head_sum[g];
+  // Entry slots of a warp, then the warps in order.
+#pragma unroll
+  for (int h = 0; h < kHeads; ++h) {
+    for (int offset = lanes; offset < 32; offset *= 2) {
+      sum[h] += __shfl_xor_sync(0xffffffffu, sum[h], offset);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) acc[h][e] += __shfl_xor_sync(0xffffffffu, acc[h][e], offset);
+    }
+    if (lane < lanes && has_dims) {
+#pragma unroll
+      for (int e = 0; e < 8; ++e) red[warp][h][d0 + e] = acc[h][e];
+    }
+    if (lane == 0) red[warp][h][kMaxHeadDim] = sum[h];
+  }
+  __syncthreads();
+  for (int t = threadIdx.x; t < kHeads * (hd + 1); t += kThreads) {
+    const int h = t / (hd + 1), d = t % (hd + 1);
+    const int col = d == hd ? kMaxHeadDim : d;
+    float total = red[0][h][col];
+#pragma unroll
+    for (int w = 1; w < kWarps; ++w) total += red[w][h][col];
+    partial(h)[d == hd ? hd + 1 : d] = total;
+    if (d == hd) partial(h)[hd] = run_max[h];
   }
 }
 
 // out[m, head] = sum over chunks of exp(max_c - max) acc_c / sum over chunks of exp(max_c - max)
-// sum_c.
+// sum_c. Every warp derives the chunk weights itself (lane c holds chunk c), so no barrier.
 __global__ void attention_combine_kernel(AttentionArgs a, int64_t n_chunks, const float* partials) {
-  __shared__ float weight[kMaxChunks];  // exp(max_c - max), 0 for empty chunks
-  __shared__ float sums[kMaxChunks];
-  __shared__ float den;
-  const int hd = a.cache.head_dim;
+  const int hd = a.cache.head_dim, lane = threadIdx.x % 32;
   const int64_t m = blockIdx.x;
   const int head = blockIdx.y;
   wait_for_inputs();
   allow_next_kernel();
   const float* base = partials + (m * a.n_heads + head) * n_chunks * (hd + 2);
-  for (int c = threadIdx.x; c < n_chunks; c += blockDim.x) {
-    weight[c] = base[c * (hd + 2) + hd];
-    sums[c] = base[c * (hd + 2) + hd + 1];
+  const int d = threadIdx.x;
+  float acc[kMaxChunks];
+#pragma unroll
+  for (int c = 0; c < kMaxChunks; ++c) {  // unconditional, so the loads overlap
+    if (c < n_chunks && d < hd) acc[c] = base[c * (hd + 2) + d];
   }
-  __syncthreads();
-  if (threadIdx.x == 0) {  // at most kMaxChunks values: serial, fixed order
-    float mx = -INFINITY;
-    for (int c = 0; c < n_chunks; ++c) mx = fmaxf(mx, weight[c]);
-    float sum = 0.0f;
-    for (int c = 0; c < n_chunks; ++c) {
-      weight[c] = sums[c] == 0.0f ? 0.0f : __expf(weight[c] - mx);
-      sum = fmaf(weight[c], sums[c], sum);
-    }
-    den = sum;
+  const float chunk_max = lane < n_chunks ? base[lane * (hd + 2) + hd] : -INFINITY;
+  const float chunk_sum = lane < n_chunks ? base[lane * (hd + 2) + hd + 1] : 0.0f;
+  float mx = chunk_max;
+#pragma unroll
+  for (int offset = 16; offset > 0; offset /= 2) {
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, offset));
   }
-  __syncthreads();
-  for (int d = threadIdx.x; d < hd; d += blockDim.x) {
-    float num = 0.0f;
-#pragma unroll 8
-    for (int c = 0; c < n_chunks; ++c) {
-      const float acc = base[c * (hd + 2) + d];  // unconditional, so the loads overlap
-      if (weight[c] != 0.0f) num = fmaf(weight[c], acc, num);
-    }
-    a.out[m * a.out_stride + static_cast<int64_t>(head) * hd + d] = num / den;
+  const float weight = chunk_sum == 0.0f ? 0.0f : __expf(chunk_max - mx);
+  float den = __fmul_rn(weight, chunk_sum);
+#pragma unroll
+  for (int offset = 16; offset > 0; offset /= 2) den += __shfl_xor_sync(0xffffffffu, den, offset);
+  float num = 0.0f;
+#pragma unroll
+  for (int c = 0; c < kMaxChunks; ++c) {
+    if (c >= n_chunks) break;
+    const float w = __shfl_sync(0xffffffffu, weight, c);
+    if (w != 0.0f && d < hd) num = fmaf(w, acc[c], num);
   }
+  if (d < hd) a.out[m * a.out_stride + static_cast<int64_t>(head) * hd + d] = num / den;
 }
 
-template <typename T>
+template <typename T, int kHeads>
 void launch_chunks(const AttentionArgs& a, dim3 grid, size_t shared, int64_t chunk,
-                   int64_t n_chunks, int heads, float* partials, cudaStream_t stream) {
+                   int64_t n_chunks, float* partials, cudaStream_t stream) {
   static const bool configured = [] {
-    check(cudaFuncSetAttribute(attention_chunk_kernel<T>,
-                               cudaFuncAttributeMaxDynamicSharedMemorySize, kMaxShared),
+    check(cudaFuncSetAttribute(attention_chunk_kernel<T, kHeads>,
+                               cudaFuncAttributeMaxDynamicSharedMemorySize, 64 * 1024),
           "cudaFuncSetAttribute(attention)");
     return true;
   }();
   (void)configured;
   Launch launch(grid, dim3(kThreads), shared, stream);
-  check(cudaLaunchKernelEx(&launch.config, attention_chunk_kernel<T>, a, chunk, n_chunks, heads,
+  check(cudaLaunchKernelEx(&launch.config, attention_chunk_kernel<T, kHeads>, a, chunk, n_chunks,
                            partials),
         "attention_chunk_kernel");
+}
+
+template <typename T>
+void launch_chunks(const AttentionArgs& a, int heads, dim3 grid, size_t shared, int64_t chunk,
+                   int64_t n_chunks, float* partials, cudaStream_t stream) {
+  switch (heads) {
+    case 4:
+      return launch_chunks<T, 4>(a, grid, shared, chunk, n_chunks, partials, stream);
+    case 2:
+      return launch_chunks<T, 2>(a, grid, shared, chunk, n_chunks, partials, stream);
+    default:
+      return launch_chunks<T, 1>(a, grid, shared, chunk, n_chunks, partials, stream);
+  }
 }
 
 }  // namespace
 
 int64_t attention_chunk(int64_t capacity) {
-  // At most 32 chunks, at least 64 entries each, a multiple of 64.
-  const int64_t per = (capacity + 31) / 32;
+  // At most kMaxChunks chunks, at least 64 entries each, a multiple of 64.
+  const int64_t per = (capacity + kMaxChunks - 1) / kMaxChunks;
   return std::max<int64_t>(64, (per + 63) / 64 * 64);
 }
 
@@ -315,33 +344,29 @@ void attention(const AttentionArgs& a, float* partials, cudaStream_t stream) {
   }
   const int64_t chunk = attention_chunk(a.cache.capacity);
   const int64_t n_chunks = (a.cache.capacity + chunk - 1) / chunk;
-  // Decode: one query head per block, for parallelism (a block's instruction chain, not memory,
-  // bounds this small launch). Several rows: a KV head's query heads together, reading each K/V
-  // entry once for all of them.
-  const int heads = a.m == 1 ? 1 : group;
-  const int n_es = kThreads / (a.cache.head_dim / 8);
-  const size_t shared = (static_cast<size_t>(heads) * a.cache.head_dim + heads * chunk) * 4 +
-                        static_cast<size_t>(chunk) * 4 +
-                        static_cast<size_t>(n_es) * kHeadsPerPass * a.cache.head_dim * 4;
-  if (shared > static_cast<size_t>(kMaxShared)) {
-    fail_message("cuda attention: a chunk of " + std::to_string(chunk) + " cache entries needs " +
-                 std::to_string(shared) + " bytes of shared memory (max " +
-                 std::to_string(kMaxShared) + ")");
+  const size_t shared = a.mask_start != nullptr ? static_cast<size_t>(chunk) * 4 : 0;
+  if (shared > 64 * 1024) {
+    fail_message("cuda attention: a chunk of " + std::to_string(chunk) +
+                 " cache entries is too long for a masked row (max 16384)");
   }
+  // Decode: one query head per block, for parallelism (a block's chain of dependent steps, not
+  // memory, bounds this small launch). Several rows: up to 4 of a KV head's query heads
+  // together, reading each K/V entry once for all of them.
+  const int heads = a.m == 1 ? 1 : group % 4 == 0 ? 4 : group % 2 == 0 ? 2 : 1;
   const dim3 grid(static_cast<unsigned>(a.cache.n_kv_heads * (group / heads)),
                   static_cast<unsigned>(a.m), static_cast<unsigned>(n_chunks));
   switch (a.cache.dtype) {
     case DType::kBF16:
-      launch_chunks<__nv_bfloat16>(a, grid, shared, chunk, n_chunks, heads, partials, stream);
+      launch_chunks<__nv_bfloat16>(a, heads, grid, shared, chunk, n_chunks, partials, stream);
       break;
     case DType::kF16:
-      launch_chunks<__half>(a, grid, shared, chunk, n_chunks, heads, partials, stream);
+      launch_chunks<__half>(a, heads, grid, shared, chunk, n_chunks, partials, stream);
       break;
     default:
-      launch_chunks<float>(a, grid, shared, chunk, n_chunks, heads, partials, stream);
+      launch_chunks<float>(a, heads, grid, shared, chunk, n_chunks, partials, stream);
   }
-  Launch combine(dim3(static_cast<unsigned>(a.m), a.n_heads), dim3(std::min(a.cache.head_dim, 256)),
-                 0, stream);
+  const unsigned combine_threads = static_cast<unsigned>((a.cache.head_dim + 31) / 32 * 32);
+  Launch combine(dim3(static_cast<unsigned>(a.m), a.n_heads), dim3(combine_threads), 0, stream);
   check(cudaLaunchKernelEx(&combine.config, attention_combine_kernel, a, n_chunks,
                            static_cast<const float*>(partials)),
         "attention_combine");
