@@ -172,7 +172,8 @@ void bench_matmul_quant(CpuBackend& backend) {
   struct Shape {
     int64_t n, k;
   };
-  const Shape shapes[] = {{2048, 768}, {768, 2048}, {49152, 512}};
+  // SmolLM2-sized layers, a 49k-token head, and Gemma 3 270M's 262k-token head (q8_0 there).
+  const Shape shapes[] = {{2048, 768}, {768, 2048}, {49152, 512}, {262144, 640}};
   for (DType dtype : formats) {
     const std::vector<size_t> halves = block_half_offsets(dtype);
     for (const Shape& s : shapes) {
