@@ -177,7 +177,7 @@ void run_bench(BenchOptions& o) {
 
   {  // warm-up
     Generator warm(*target.model, *target.kv);
-    warm.generate(GenerateRequest{prompts[0], std::min(o.gen_len, 16), params});
+    warm.generate(GenerateRequest{prompts[0], std::min(o.gen_len, 16), params, {}});
   }
   std::vector<std::vector<int32_t>> plain_outputs;
   std::vector<ModeResult> results;
@@ -204,7 +204,8 @@ void run_bench(BenchOptions& o) {
         drafter = oracle.get();
       }
       Generator generator(*target.model, *target.kv, drafter, options.lengths());
-      GenerationResult result = generator.generate(GenerateRequest{prompts[i], o.gen_len, params});
+      GenerationResult result =
+          generator.generate(GenerateRequest{prompts[i], o.gen_len, params, {}});
       if (spec == "none")
         plain_outputs.push_back(result.tokens);
       else

@@ -20,11 +20,11 @@ Generator::Generator(Transformer& model, KvCache& kv, Drafter* drafter,
       prompt_history_(model.config().vocab_size),
       output_history_(model.config().vocab_size),
       logits_(static_cast<size_t>(model.limits().max_logit_rows) * model.config().vocab_size),
+      argmax_buffer_(model.backend().alloc(model.limits().max_logit_rows * sizeof(int32_t))),
+      argmax_(model.limits().max_logit_rows),
       rows_(model.limits().max_rows),
       positions_(model.limits().max_rows),
-      slots_(model.limits().max_rows, slot),
-      argmax_buffer_(model.backend().alloc(model.limits().max_logit_rows * sizeof(int32_t))),
-      argmax_(model.limits().max_logit_rows) {
+      slots_(model.limits().max_rows, slot) {
   const int limit = model.limits().max_logit_rows - 1;
   SPECD_CHECK(std::max(draft_length.max_k, draft_length.fixed_k) <= limit,
               "draft length {} exceeds the verification limit of {} tokens",

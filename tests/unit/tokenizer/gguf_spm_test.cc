@@ -201,7 +201,9 @@ TEST(GgufSpm, DuplicateTokensKeepTheLastId) {
   Json config;
   tok::TokenizerJson parsed = tok::gguf_spm_tokenizer(h, "test.gguf", config);
   for (const auto& [token, id] : parsed.bpe.vocab) {
-    if (token == "a") EXPECT_EQ(id, 8);
+    if (token == "a") {
+      EXPECT_EQ(id, 8);
+    }
   }
   EXPECT_EQ(parsed.bpe.vocab.size(), 8u);
 }
