@@ -311,48 +311,31 @@ void CudaBackend::run_matmuls(const Tensor& x, std::span<const MatmulPart> parts
   for (int p = 1; p < group.count; ++p) {
     same_weights = same_weights && group.part[p].w_dtype == group.part[0].w_dtype;
   }
-  if (m <= kSmallBatch && same_weights && quant_kernel_dtype(group.part[0].w_dtype) &&
-      !int_tensor_cores(group)) {
-    matmul_quant_small(group, stream_);
+  if (m <= kSmallBatch && same_weights) {
+    run_small(group);
     return;
   }
-  if (m > kSmallBatch || !same_weights) {
-    const void* x_bf16 = nullptr;  // x rounded to bf16 once for the group's GEMMs
-    for (int p = 0; p < group.count; ++p) {
-      cuda::MatmulArgs a = group.part[p];
-      if (a.n == 0) continue;
-      if (quant_kernel_dtype(a.w_dtype)) {
-        cuda::MatmulGroup single;
-        single.part[0] = a;
-        single.count = 1;
-        if (m <= kSmallBatch) {
-          single.tile_end[0] = (a.n + 15) / 16;
-          if (int_tensor_cores(single)) {
-            run_small(single);
-          } else {
-            matmul_quant_small(single, stream_);
-          }
-          continue;
-        }
-        const size_t slab = static_cast<size_t>(std::min(cuda::dequant_slab_rows(a.k), a.n) * a.k);
-        void* w_bf16 = scratch(kDequant, slab * 2);
-        cuda::matmul_quant_gemm(a, w_bf16, stream_,
-                                [&](const cuda::MatmulArgs& part) { run_gemm(part, &x_bf16); });
-        continue;
-      }
-      if (m > kSmallBatch && cuda::gemm_supported(a)) {
-        run_gemm(a, &x_bf16);
-        continue;
-      }
-      cuda::MatmulGroup single;
-      single.part[0] = a;
-      single.tile_end[0] = (a.n + 15) / 16;
-      single.count = 1;
-      run_small(single);
+  const void* x_bf16 = nullptr;  // x rounded to bf16 once for the group's GEMMs
+  for (int p = 0; p < group.count; ++p) {
+    const cuda::MatmulArgs& a = group.part[p];
+    if (a.n == 0) continue;
+    if (m > kSmallBatch && quant_kernel_dtype(a.w_dtype)) {
+      const size_t slab = static_cast<size_t>(std::min(cuda::dequant_slab_rows(a.k), a.n) * a.k);
+      void* w_bf16 = scratch(kDequant, slab * 2);
+      cuda::matmul_quant_gemm(a, w_bf16, stream_,
+                              [&](const cuda::MatmulArgs& part) { run_gemm(part, &x_bf16); });
+      continue;
     }
-    return;
+    if (m > kSmallBatch && cuda::gemm_supported(a)) {
+      run_gemm(a, &x_bf16);
+      continue;
+    }
+    cuda::MatmulGroup single;
+    single.part[0] = a;
+    single.tile_end[0] = (a.n + 15) / 16;
+    single.count = 1;
+    run_small(single);
   }
-  run_small(group);
 }
 
 void CudaBackend::run_gemm(const cuda::MatmulArgs& a, const void** x_bf16) {
@@ -382,6 +365,10 @@ bool CudaBackend::int_tensor_cores(const cuda::MatmulGroup& group) const {
 }
 
 void CudaBackend::run_small(const cuda::MatmulGroup& group) {
+  if (quant_kernel_dtype(group.part[0].w_dtype) && !int_tensor_cores(group)) {
+    matmul_quant_small(group, stream_);  // GGUF blocks; int8/int4 on CUDA cores
+    return;
+  }
   const cuda::SmallMatmulPlan plan = cuda::plan_small_matmul(group, multiprocessors_);
   if (plan.tiles == 0) return;
   cuda::MatmulScratch s;

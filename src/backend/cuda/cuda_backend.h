@@ -62,6 +62,8 @@ class CudaBackend final : public Backend {
  private:
   // Runs a group of matmuls that share x (one part for plain matmul).
   void run_matmuls(const Tensor& x, std::span<const MatmulPart> parts, bool accumulate);
+  // At most 16 rows, one weight dtype: the tensor-core kernels where they take the group, else
+  // the block kernels (GGUF formats, int8/int4 on CUDA cores) or the generic one.
   void run_small(const cuda::MatmulGroup& group);
   // int8/int4 weights that the small-M tensor-core kernel takes (else the CUDA-core kernel).
   bool int_tensor_cores(const cuda::MatmulGroup& group) const;
