@@ -2,7 +2,8 @@
 //
 // Usage: specd_kernel_bench [threads] [section...]; sections: bw, matmul (bf16 weights),
 // matmul-all (f32, f16, bf16), matmul-hot (bf16, cache-resident weights), quant (block-quantised
-// weights), gemm, attention, fma (default: all but matmul-all). Except in matmul-hot, weights are
+// weights), gemm, attention, attention-cold (KV cache read from DRAM), fma (default: all but
+// matmul-all). Except in matmul-hot, weights are
 // cycled through copies larger than the last-level cache, so every matmul reads its weight from
 // DRAM as in a real forward pass.
 #include <cblas.h>
@@ -274,6 +275,52 @@ void bench_attention(CpuBackend& backend) {
   }
 }
 
+// Decode (1 row) and verification (5 and 9 consecutive rows of one sequence) attention with the
+// cache read from DRAM, as in a forward pass where the weights evict it: the KV cache is cycled
+// through copies larger than the last-level cache. Shapes: (heads, KV heads, head_dim).
+void bench_attention_cold(CpuBackend& backend) {
+  struct Shape {
+    const char* name;
+    int n_heads, n_kv, dh;
+  };
+  const Shape shapes[] = {{"demo target", 6, 2, 64}, {"qwen3-0.6b", 16, 8, 128},
+                          {"gemma3-270m", 4, 1, 256}};
+  for (const Shape& sh : shapes) {
+    for (int64_t ctx : {768, 2048}) {
+      const int64_t capacity = ctx + 16;
+      const auto elems = static_cast<size_t>(capacity * sh.n_kv * sh.dh);
+      const size_t copies = std::max<size_t>(2, kColdBytes / (4 * elems) + 1);
+      std::vector<uint16_t> kc(elems * copies), vc(elems * copies);
+      fill_random(kc.data(), DType::kBF16, kc.size(), 5);
+      fill_random(vc.data(), DType::kBF16, vc.size(), 6);
+      for (int64_t m : {1, 5, 9}) {
+        std::vector<float> q(m * sh.n_heads * sh.dh), out(q.size());
+        fill_random(q.data(), DType::kF32, q.size(), 8);
+        std::vector<int32_t> slots(m, 0), index(m);
+        for (int64_t i = 0; i < m; ++i) index[i] = static_cast<int32_t>(ctx - m + i);
+        AttentionRows rows;
+        rows.count = m;
+        rows.slots = Tensor::make(slots.data(), DType::kI32, 1, m);
+        rows.cache_index = Tensor::make(index.data(), DType::kI32, 1, m);
+        rows.positions = rows.cache_index;
+        Tensor qt = Tensor::make(q.data(), DType::kF32, m, sh.n_heads * sh.dh);
+        Tensor ot = Tensor::make(out.data(), DType::kF32, m, sh.n_heads * sh.dh);
+        auto [t, best] = time_calls(200, [&](int i) {
+          const size_t c = static_cast<size_t>(i) % copies;
+          KvLayerView cache{kc.data() + c * elems, vc.data() + c * elems, DType::kBF16, capacity, 1,
+                            capacity * sh.n_kv * sh.dh, sh.n_kv, sh.dh};
+          backend.attention(qt, sh.n_heads, cache, rows, 0.088f, ot);
+        });
+        const double bytes = 2.0 * ctx * sh.n_kv * sh.dh * 2;
+        std::printf(
+            "attention-cold %-11s ctx %5lld M=%lld: median %7.1f us, best %7.1f us, %5.1f GB/s\n",
+            sh.name, static_cast<long long>(ctx), static_cast<long long>(m), t * 1e6, best * 1e6,
+            bytes / t / 1e9);
+      }
+    }
+  }
+}
+
 #if defined(__x86_64__)
 // Peak f32 multiply-add rate: 12 independent 8-lane FMA chains per thread (enough to cover the
 // FMA latency on two pipes), no memory traffic. The bound that prefill (a GEMM) cannot pass.
@@ -331,6 +378,7 @@ int main(int argc, char** argv) {
   if (want("quant")) specd::bench_matmul_quant(backend);
   if (want("gemm")) specd::bench_gemm(backend, threads);
   if (want("attention")) specd::bench_attention(backend);
+  if (want("attention-cold")) specd::bench_attention_cold(backend);
 #if defined(__x86_64__)
   if (want("fma")) specd::bench_fma_peak(backend.pool());
 #endif

@@ -1,11 +1,14 @@
-// CPU attention over the KV cache (Highway): one (row, head) per work item, in a fixed order.
+// CPU attention over the KV cache (Highway): work items of a few rows of one slot times the
+// query heads of one KV head.
 //
 // For one (row, head): list the visible cache entries in increasing order, score each with a
 // dot product (one f32 vector accumulator per entry over head_dim, SumOfLanes4, times scale),
 // subtract the max, exponentiate, sum, and accumulate p_i * V_i per head_dim lane over the entries
 // in order, then multiply by 1 / sum. The arithmetic depends only on the list of visible entries,
 // so causal rows and the equivalent mask give bit-identical results, and so does any batch that
-// contains the row.
+// contains the row. An item widens each block of keys, then of values, once into f32 and runs
+// every (row, head) of the item over it: the loads and conversions are shared, the arithmetic of
+// each (row, head) is unchanged.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "backend/cpu/attention.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
@@ -15,6 +18,7 @@
 #include "hwy/highway.h"
 //
 #include <algorithm>
+#include <type_traits>
 
 #include "backend/cpu/kernels.h"
 #include "backend/cpu/simd-inl.h"
@@ -24,9 +28,9 @@ namespace specd::cpu {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-constexpr int kScoreGroup = 8;     // entries scored together (independent accumulators)
-constexpr int kValueChunk = 8;     // head_dim vectors accumulated together in registers
-constexpr int kValuePrefetch = 8;  // entries ahead to prefetch values
+constexpr int kScoreGroup = 8;  // entries scored together (independent accumulators)
+constexpr int kValueChunk = 8;  // head_dim vectors accumulated together in registers
+constexpr int64_t kPrefetchEntries = 32;  // cache entries prefetched ahead of the widening
 
 // Prefetches the `bytes` bytes at p (whole cache lines).
 HWY_INLINE void PrefetchBytes(const void* p, int64_t bytes) {
@@ -34,62 +38,65 @@ HWY_INLINE void PrefetchBytes(const void* p, int64_t bytes) {
   for (int64_t i = 0; i < bytes; i += 64) hwy::Prefetch(c + i);
 }
 
-// scores[i] = scale * dot(q, key(entries[i])) for G entries.
-template <int G, typename T>
-HWY_INLINE void Scores(const float* HWY_RESTRICT q, const T* keys, int64_t entry_stride,
-                       const int32_t* entries, int64_t head_dim, float scale, float* scores) {
+// scores[g] = scale * dot(q, keys[g]) for G keys of head_dim elements, `stride` apart (widened to
+// f32 already, or straight from the cache).
+template <int G, typename S>
+HWY_INLINE void Scores(const float* HWY_RESTRICT q, const S* HWY_RESTRICT keys, int64_t stride,
+                       int64_t head_dim, float scale, float* scores) {
   const hn::ScalableTag<float> d;
   using V = hn::Vec<decltype(d)>;
   const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
   const int64_t d_vec = head_dim - head_dim % lanes;
-  const T* k[G];
   V acc[G];
-  for (int g = 0; g < G; ++g) {
-    k[g] = keys + entries[g] * entry_stride;
-    acc[g] = hn::Zero(d);
-  }
+  for (int g = 0; g < G; ++g) acc[g] = hn::Zero(d);
   for (int64_t i = 0; i < d_vec; i += lanes) {
     const V qv = hn::LoadU(d, q + i);
-    for (int g = 0; g < G; ++g) acc[g] = hn::MulAdd(LoadWidened(d, k[g] + i), qv, acc[g]);
+    for (int g = 0; g < G; ++g) {
+      acc[g] = hn::MulAdd(LoadWidened(d, keys + g * stride + i), qv, acc[g]);
+    }
   }
   float sums[(G + 3) / 4 * 4];
   for (int g = 0; g < G; g += 4) {
     SumOfLanes4(d, acc[g], acc[HWY_MIN(g + 1, G - 1)], acc[HWY_MIN(g + 2, G - 1)],
                 acc[HWY_MIN(g + 3, G - 1)], sums + g);
   }
+  if (G % 4 == 0 && d_vec == head_dim) {  // the same products, four at a time
+    const hn::CappedTag<float, 4> d4;
+    const int step = static_cast<int>(hn::Lanes(d4));
+    for (int g = 0; g < G; g += step) {
+      hn::StoreU(hn::Mul(hn::LoadU(d4, sums + g), hn::Set(d4, scale)), d4, scores + g);
+    }
+    return;
+  }
   for (int g = 0; g < G; ++g) {
     float r = sums[g];
     if (d_vec < head_dim) {
       float tail = 0.0f;
-      for (int64_t i = d_vec; i < head_dim; ++i) tail += q[i] * WidenScalar(k[g][i]);
+      for (int64_t i = d_vec; i < head_dim; ++i) tail += q[i] * WidenScalar(keys[g * stride + i]);
       r = r + tail;
     }
     scores[g] = r * scale;
   }
 }
 
-// out[c * lanes ...] = sum_i p[i] * value(entries[i]) for C vectors starting at `offset`,
-// optionally prefetching the values a few entries ahead.
-template <int C, typename T>
-HWY_INLINE void Values(const T* values, int64_t entry_stride, const int32_t* entries,
-                       const float* p, int64_t n, int64_t offset, float inv_sum, float* out,
-                       bool prefetch) {
+// acc[c * lanes ...] = p[i] * values(entries[i]) + acc for C vectors from `offset`, entries in
+// order; values(e) = block + (e - first) * width. kRun: the entries are consecutive.
+template <int C, bool kRun, typename S>
+HWY_INLINE void Values(const S* HWY_RESTRICT block, int64_t first, int64_t width,
+                       const int32_t* entries, const float* p, int64_t n, int64_t offset,
+                       float* HWY_RESTRICT acc_out) {
   const hn::ScalableTag<float> d;
   using V = hn::Vec<decltype(d)>;
   const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
   V acc[C];
-  for (int c = 0; c < C; ++c) acc[c] = hn::Zero(d);
+  for (int c = 0; c < C; ++c) acc[c] = hn::LoadU(d, acc_out + offset + c * lanes);
   for (int64_t i = 0; i < n; ++i) {
-    const T* v = values + entries[i] * entry_stride + offset;
-    if (prefetch && i + kValuePrefetch < n) {
-      PrefetchBytes(values + entries[i + kValuePrefetch] * entry_stride + offset,
-                    C * lanes * static_cast<int64_t>(sizeof(T)));
-    }
+    const int64_t e = kRun ? entries[0] + i : entries[i];
+    const S* v = block + (e - first) * width + offset;
     const V pv = hn::Set(d, p[i]);
     for (int c = 0; c < C; ++c) acc[c] = hn::MulAdd(pv, LoadWidened(d, v + c * lanes), acc[c]);
   }
-  const V scale = hn::Set(d, inv_sum);
-  for (int c = 0; c < C; ++c) hn::StoreU(hn::Mul(acc[c], scale), d, out + offset + c * lanes);
+  for (int c = 0; c < C; ++c) hn::StoreU(acc[c], d, acc_out + offset + c * lanes);
 }
 
 // Visible entries of row m in increasing order; returns their count. With a window, entries
@@ -117,8 +124,15 @@ HWY_INLINE float Softmax(float* p, int64_t n) {
   const hn::ScalableTag<float> d;
   using V = hn::Vec<decltype(d)>;
   const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
+  // The max (exact in any order): lane-wise over whole vectors, then the rest.
+  const int64_t n_vec = n - n % lanes;
   float max_score = p[0];
-  for (int64_t i = 1; i < n; ++i) max_score = std::max(max_score, p[i]);
+  if (n_vec > 0) {
+    V vmax = hn::LoadU(d, p);
+    for (int64_t i = lanes; i < n_vec; i += lanes) vmax = hn::Max(vmax, hn::LoadU(d, p + i));
+    max_score = hn::GetLane(hn::MaxOfLanes(d, vmax));
+  }
+  for (int64_t i = n_vec; i < n; ++i) max_score = std::max(max_score, p[i]);
   // Pad with the max, exponentiate, zero the padding, sum lane-wise.
   const int64_t padded = (n + lanes - 1) / lanes * lanes;
   for (int64_t i = n; i < padded; ++i) p[i] = max_score;
@@ -133,86 +147,176 @@ HWY_INLINE float Softmax(float* p, int64_t n) {
   return 1.0f / hn::GetLane(hn::SumOfLanes(d, sum));
 }
 
-// Heads [h_begin, h_end) of row m, all reading KV head `kv_head`: each block of keys and values
-// is loaded once from memory for all of them. The arithmetic of each (row, head) is the same as
-// when it is computed on its own.
+// block[j * width ...] = the first `width` elements of cache entry first + j, widened to f32, for
+// j < n, prefetching kPrefetchEntries entries ahead (up to entry `limit`).
 template <typename T>
-void HeadGroup(const AttentionArgs& a, int64_t m, int kv_head, int h_begin, int h_end,
-               const AttentionScratch& scratch) {
+HWY_INLINE void WidenBlock(const T* cache, int64_t entry_stride, int64_t first, int64_t n,
+                           int64_t limit, int64_t width, float* HWY_RESTRICT block) {
+  const hn::ScalableTag<float> d;
+  const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
+  const int64_t w_vec = width - width % lanes;
+  for (int64_t j = 0; j < n; ++j) {
+    if (first + j + kPrefetchEntries < limit) {
+      PrefetchBytes(cache + (first + j + kPrefetchEntries) * entry_stride, width * sizeof(T));
+    }
+    const T* src = cache + (first + j) * entry_stride;
+    float* dst = block + j * width;
+    int64_t i = 0;
+    for (; i < w_vec; i += lanes) hn::StoreU(LoadWidened(d, src + i), d, dst + i);
+    for (; i < width; ++i) dst[i] = WidenScalar(src[i]);
+  }
+}
+
+// Rows [r_begin, r_end) of one slot times query heads [h_begin, h_end), which read KV heads
+// [kv_begin, kv_end): the part of each cache entry the item reads is one contiguous run. Query
+// (r, h) of the item is number (r - r_begin) * heads + (h - h_begin). kWiden: each block of
+// entries is widened to f32 once for all queries (else every query reads the cache itself).
+template <typename T, bool kWiden>
+void Item(const AttentionArgs& a, int64_t r_begin, int64_t r_end, int h_begin, int h_end,
+          const AttentionScratch& s) {
+  using S = std::conditional_t<kWiden, float, T>;  // element type the queries read
   const hn::ScalableTag<float> d;
   const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
   const int64_t dh = a.head_dim;
+  const int64_t rows = r_end - r_begin, heads = h_end - h_begin;
+  const int group = a.n_heads / a.n_kv_heads;
+  const int kv_begin = h_begin / group, kv_end = (h_end - 1) / group + 1;
+  const int64_t width = (kv_end - kv_begin) * dh;  // widened floats per entry
   const int64_t entry_stride = static_cast<int64_t>(a.n_kv_heads) * dh;
-  const int64_t base = a.slots[m] * a.slot_stride + kv_head * dh;
+  const int64_t base = a.slots[r_begin] * a.slot_stride + kv_begin * dh;
   const T* keys = static_cast<const T*>(a.k) + base;
   const T* values = static_cast<const T*>(a.v) + base;
-  int32_t* entries = scratch.entries;
-  const int64_t n = VisibleEntries(a, m, entries);
-  const int64_t p_stride = (n + 2 * lanes) / lanes * lanes;  // room for Softmax's padding
-  auto q_of = [&](int h) { return a.q + m * a.q_stride + h * dh; };
-  auto p_of = [&](int h) { return scratch.scores + (h - h_begin) * p_stride; };
+  const int64_t block_entries = attention_block_entries(width);
+  const int64_t stride = kWiden ? width : entry_stride;  // between entries of a block
+  const int64_t p_stride = attention_scores_floats(a.capacity) / kMaxQueriesPerItem;
 
-  int64_t i = 0;
-  for (; i + kScoreGroup <= n; i += kScoreGroup) {
-    for (int g = 0; g < kScoreGroup && i + kScoreGroup + g < n; ++g) {
-      PrefetchBytes(keys + entries[i + kScoreGroup + g] * entry_stride, dh * sizeof(T));
-    }
-    for (int h = h_begin; h < h_end; ++h) {
-      Scores<kScoreGroup>(q_of(h), keys, entry_stride, entries + i, dh, a.scale, p_of(h) + i);
-    }
+  // Visible entries of each row, and [lo, hi): every entry some row of the item sees.
+  int64_t n[kMaxRowsPerItem];
+  int64_t lo = a.capacity, hi = 0;
+  auto entries_of = [&](int64_t r) { return s.entries + r * a.capacity; };
+  for (int64_t r = 0; r < rows; ++r) {
+    n[r] = VisibleEntries(a, r_begin + r, entries_of(r));
+    if (n[r] == 0) continue;
+    lo = std::min<int64_t>(lo, entries_of(r)[0]);
+    hi = std::max<int64_t>(hi, entries_of(r)[n[r] - 1] + 1);
   }
-  for (; i < n; ++i) {
-    for (int h = h_begin; h < h_end; ++h) {
-      Scores<1>(q_of(h), keys, entry_stride, entries + i, dh, a.scale, p_of(h) + i);
+  // Entries [b0, b0 + nb) of the keys or values as the queries read them.
+  auto block = [&](const T* cache, int64_t b0, int64_t nb) -> const S* {
+    if constexpr (kWiden) {
+      WidenBlock(cache, entry_stride, b0, nb, hi, width, s.block);
+      return s.block;
+    } else {
+      return cache + b0 * entry_stride;
     }
-  }
-  float inv_sum[kMaxHeadsPerItem];
-  for (int h = h_begin; h < h_end; ++h) inv_sum[h - h_begin] = Softmax(p_of(h), n);
+  };
+  auto p_of = [&](int64_t r, int64_t h) { return s.scores + (r * heads + h) * p_stride; };
+  auto q_of = [&](int64_t r, int64_t h) {
+    return a.q + (r_begin + r) * a.q_stride + (h_begin + h) * dh;
+  };
+  // Offset of query head h_begin + h's KV head in a widened entry.
+  auto kv_offset = [&](int64_t h) { return ((h_begin + h) / group - kv_begin) * dh; };
 
-  // q is no longer read, so out may alias it.
-  auto out_of = [&](int h) { return a.out + m * a.out_stride + h * dh; };
-  const int64_t d_vec = dh - dh % lanes;
-  int64_t offset = 0;
-  for (; offset + kValueChunk * lanes <= d_vec; offset += kValueChunk * lanes) {
-    for (int h = h_begin; h < h_end; ++h) {
-      Values<kValueChunk>(values, entry_stride, entries, p_of(h), n, offset, inv_sum[h - h_begin],
-                          out_of(h), h == h_begin);
-    }
-  }
-  for (; offset + 2 * lanes <= d_vec; offset += 2 * lanes) {
-    for (int h = h_begin; h < h_end; ++h) {
-      Values<2>(values, entry_stride, entries, p_of(h), n, offset, inv_sum[h - h_begin], out_of(h),
-                false);
-    }
-  }
-  for (; offset < d_vec; offset += lanes) {
-    for (int h = h_begin; h < h_end; ++h) {
-      Values<1>(values, entry_stride, entries, p_of(h), n, offset, inv_sum[h - h_begin], out_of(h),
-                false);
-    }
-  }
-  for (; offset < dh; ++offset) {
-    for (int h = h_begin; h < h_end; ++h) {
-      const float* p = p_of(h);
-      float acc = 0.0f;
-      for (i = 0; i < n; ++i) {
-        acc += p[i] * WidenScalar(values[entries[i] * entry_stride + offset]);
+  // Scores of every entry in [lo, hi) that lies within a row's first and last visible entry, at
+  // p[e - lo]; then each row's visible scores are gathered to the front (e_i - lo >= i, so in
+  // place), and turned into softmax weights.
+  for (int64_t b0 = lo; b0 < hi; b0 += block_entries) {
+    const int64_t nb = std::min(block_entries, hi - b0);
+    const S* block_keys = block(keys, b0, nb);
+    for (int64_t r = 0; r < rows; ++r) {
+      if (n[r] == 0) continue;
+      const int64_t j_begin = std::max<int64_t>(0, entries_of(r)[0] - b0);
+      const int64_t j_end = std::min<int64_t>(nb, entries_of(r)[n[r] - 1] + 1 - b0);
+      for (int64_t h = 0; h < heads; ++h) {
+        float* p = p_of(r, h) + (b0 - lo);
+        const S* k = block_keys + kv_offset(h);
+        int64_t j = j_begin;
+        for (; j + kScoreGroup <= j_end; j += kScoreGroup) {
+          Scores<kScoreGroup>(q_of(r, h), k + j * stride, stride, dh, a.scale, p + j);
+        }
+        for (; j < j_end; ++j) Scores<1>(q_of(r, h), k + j * stride, stride, dh, a.scale, p + j);
       }
-      out_of(h)[offset] = acc * inv_sum[h - h_begin];
+    }
+  }
+  float inv_sum[kMaxQueriesPerItem];
+  for (int64_t r = 0; r < rows; ++r) {
+    const int32_t* e = entries_of(r);
+    for (int64_t h = 0; h < heads; ++h) {
+      float* p = p_of(r, h);
+      for (int64_t i = 0; i < n[r]; ++i) p[i] = p[e[i] - lo];
+      inv_sum[r * heads + h] = n[r] > 0 ? Softmax(p, n[r]) : 0.0f;
+    }
+  }
+
+  // Value sums, one block of entries at a time, each row resuming where the last block left it.
+  std::fill(s.acc, s.acc + rows * heads * dh, 0.0f);
+  const int64_t d_vec = dh - dh % lanes;
+  int64_t next[kMaxRowsPerItem] = {};  // first entry (index into the row's list) not yet summed
+  for (int64_t b0 = lo; b0 < hi; b0 += block_entries) {
+    const int64_t nb = std::min(block_entries, hi - b0);
+    const S* block_values = block(values, b0, nb);
+    for (int64_t r = 0; r < rows; ++r) {
+      const int32_t* e = entries_of(r);
+      const int64_t i0 = next[r];
+      int64_t i1 = i0;
+      while (i1 < n[r] && e[i1] < b0 + nb) ++i1;
+      next[r] = i1;
+      if (i1 == i0) continue;
+      const bool run = e[i1 - 1] - e[i0] == i1 - 1 - i0;
+      for (int64_t h = 0; h < heads; ++h) {
+        const float* p = p_of(r, h) + i0;
+        const S* v = block_values + kv_offset(h);
+        float* acc = s.acc + (r * heads + h) * dh;
+        int64_t offset = 0;
+        for (; offset + kValueChunk * lanes <= d_vec; offset += kValueChunk * lanes) {
+          if (run) {
+            Values<kValueChunk, true>(v, b0, stride, e + i0, p, i1 - i0, offset, acc);
+          } else {
+            Values<kValueChunk, false>(v, b0, stride, e + i0, p, i1 - i0, offset, acc);
+          }
+        }
+        for (; offset < d_vec; offset += lanes) {
+          Values<1, false>(v, b0, stride, e + i0, p, i1 - i0, offset, acc);
+        }
+        for (; offset < dh; ++offset) {
+          float sum = acc[offset];
+          for (int64_t i = 0; i < i1 - i0; ++i) {
+            sum += p[i] * WidenScalar(v[(e[i0 + i] - b0) * stride + offset]);
+          }
+          acc[offset] = sum;
+        }
+      }
+    }
+  }
+  // out = sums / total weight (q is no longer read, so out may alias it).
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t h = 0; h < heads; ++h) {
+      const float* acc = s.acc + (r * heads + h) * dh;
+      float* out = a.out + (r_begin + r) * a.out_stride + (h_begin + h) * dh;
+      const float inv = inv_sum[r * heads + h];
+      const auto vinv = hn::Set(d, inv);
+      int64_t i = 0;
+      for (; i < d_vec; i += lanes) hn::StoreU(hn::Mul(hn::LoadU(d, acc + i), vinv), d, out + i);
+      for (; i < dh; ++i) out[i] = acc[i] * inv;
     }
   }
 }
 
-// Item -> (row, heads_per_item heads of one KV head): items are head-major (item = group * m + row)
-// so that the threads' contiguous shares get similar mixes of short and long rows.
+// Item -> (row block, heads_per_item query heads): items are head-major
+// (item = head group * n_row_blocks + block) so that the threads' contiguous shares get similar
+// mixes of short and long rows.
 template <typename T>
 void ItemsT(const AttentionArgs& a, int64_t begin, int64_t end, const AttentionScratch& s) {
-  const int group = a.n_heads / a.n_kv_heads;
-  const int per_item = a.heads_per_item;
   for (int64_t item = begin; item < end; ++item) {
-    const int64_t m = item % a.m;
-    const int h_begin = static_cast<int>(item / a.m) * per_item;
-    HeadGroup<T>(a, m, h_begin / group, h_begin, h_begin + per_item, s);
+    const int64_t b = item % a.n_row_blocks;
+    const int64_t r_begin = a.row_blocks[b], r_end = a.row_blocks[b + 1];
+    const int h_begin = static_cast<int>(item / a.n_row_blocks) * a.heads_per_item;
+    const int h_end = h_begin + a.heads_per_item;
+    // Widening pays when several rows read each entry; a lone row reads the cache directly.
+    if (std::is_same_v<T, float> || r_end - r_begin == 1) {
+      Item<T, false>(a, r_begin, r_end, h_begin, h_end, s);
+    } else {
+      Item<T, true>(a, r_begin, r_end, h_begin, h_end, s);
+    }
   }
 }
 
@@ -238,6 +342,20 @@ HWY_AFTER_NAMESPACE();
 namespace specd::cpu {
 
 HWY_EXPORT(AttentionItems);
+
+int64_t attention_scores_floats(int64_t capacity) {
+  // One row per query, room for Softmax to pad it to whole vectors (at most 16 lanes).
+  return int64_t{kMaxQueriesPerItem} * ((capacity + 16 + 15) / 16 * 16);
+}
+
+int64_t attention_block_entries(int64_t width) {
+  // About 32 KiB of widened entries, at least kScoreGroup of them.
+  return std::max<int64_t>(8, kAttentionBlockFloats / std::max<int64_t>(1, width) / 8 * 8);
+}
+
+int64_t attention_block_floats(int64_t width) { return attention_block_entries(width) * width; }
+
+int64_t attention_acc_floats(int64_t head_dim) { return int64_t{kMaxQueriesPerItem} * head_dim; }
 
 void attention_items(const AttentionArgs& args, int64_t begin, int64_t end,
                      const AttentionScratch& scratch) {

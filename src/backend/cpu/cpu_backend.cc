@@ -330,32 +330,53 @@ void CpuBackend::attention(const Tensor& q, int n_heads, const KvLayerView& cach
   a.mask = masked && rows.mask.cols > 0 ? rows.mask.ptr<const int32_t>() : nullptr;
   a.mask_cols = masked ? rows.mask.cols : 0;
   a.mask_stride = masked ? rows.mask.stride : 0;
+  a.capacity = cache.capacity;
   if (a.m == 0) return;
-  // Heads sharing a KV head are computed together (one read of its keys and values) when that
-  // still leaves at least two items per thread, or one per thread exactly.
+  // Row blocks: each run of consecutive rows of one slot (a sequence's verification rows, or a
+  // chunk of its prompt: they read the same cache entries) in near-equal blocks of at most
+  // kMaxRowsPerItem rows.
+  row_blocks_.clear();
+  int64_t max_block_rows = 0;
+  for (int64_t run_begin = 0, run_end = 0; run_begin < a.m; run_begin = run_end) {
+    while (run_end < a.m && a.slots[run_end] == a.slots[run_begin]) ++run_end;
+    const int64_t rows = run_end - run_begin;
+    const int64_t n_blocks = (rows + cpu::kMaxRowsPerItem - 1) / cpu::kMaxRowsPerItem;
+    for (int64_t b = 0; b < n_blocks; ++b) {
+      row_blocks_.push_back(static_cast<int32_t>(run_begin + rows * b / n_blocks));
+    }
+    max_block_rows = std::max(max_block_rows, (rows + n_blocks - 1) / n_blocks);
+  }
+  a.n_row_blocks = static_cast<int64_t>(row_blocks_.size());
+  row_blocks_.push_back(static_cast<int32_t>(a.m));
+  a.row_blocks = row_blocks_.data();
+  // Query heads per item: as many as keep the items a multiple of the threads (or at least four
+  // per thread), so that one item reads a long contiguous part of each cache entry.
   const int group = n_heads / cache.n_kv_heads;
   const int64_t threads = pool_->size();
-  for (int h = std::min(group, cpu::kMaxHeadsPerItem); h >= 1; --h) {
-    const int64_t items = a.m * (n_heads / h);
-    if (group % h == 0 && (h == 1 || items >= 2 * threads || items == threads)) {
-      a.heads_per_item = h;
-      break;
-    }
+  a.heads_per_item = 0;
+  for (int h = n_heads; h >= 1 && a.heads_per_item == 0; --h) {
+    const bool fits = n_heads % h == 0 && (group % h == 0 || h % group == 0) &&
+                      max_block_rows * h <= cpu::kMaxQueriesPerItem;
+    const int64_t items = a.n_row_blocks * (n_heads / h);
+    if (fits && (items % threads == 0 || items >= 4 * threads || h == 1)) a.heads_per_item = h;
   }
+  const int64_t width = std::max(1, a.heads_per_item / group) * cache.head_dim;
   // Work estimate: entries seen by all rows times head_dim times heads (times 2 for K and V).
   int64_t entries = 0;
   for (int64_t m = 0; m < a.m; ++m) {
     entries += masked ? a.mask_start[m] + a.mask_cols : a.cache_index[m] + 1;
   }
-  const auto capacity = static_cast<size_t>(cache.capacity);
   for (Scratch& s : scratch_) {
-    grow(s.scores, static_cast<size_t>(cpu::kMaxHeadsPerItem) * (capacity + 128));
-    grow(s.entries, capacity);
+    grow(s.scores, static_cast<size_t>(cpu::attention_scores_floats(cache.capacity)));
+    grow(s.block, static_cast<size_t>(cpu::attention_block_floats(width)));
+    grow(s.acc, static_cast<size_t>(cpu::attention_acc_floats(cache.head_dim)));
+    grow(s.entries, static_cast<size_t>(cpu::kMaxRowsPerItem * cache.capacity));
   }
-  run(a.m * (n_heads / a.heads_per_item), 2 * entries * n_heads * cache.head_dim,
+  run(a.n_row_blocks * (n_heads / a.heads_per_item), 2 * entries * n_heads * cache.head_dim,
       [&](int64_t begin, int64_t end, int t) {
+        Scratch& s = scratch_[t];
         cpu::attention_items(a, begin, end,
-                             {scratch_[t].scores.data(), scratch_[t].entries.data()});
+                             {s.scores.data(), s.block.data(), s.acc.data(), s.entries.data()});
       });
 }
 

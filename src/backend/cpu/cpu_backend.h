@@ -64,8 +64,10 @@ class CpuBackend final : public Backend {
   // steady-state calls allocate nothing.
   struct Scratch {
     std::vector<float> gemm;       // [gemm_block_rows(K), K] widened weight rows
-    std::vector<float> scores;     // [kMaxHeadsPerItem, capacity + 128] attention weights
-    std::vector<int32_t> entries;  // [capacity] visible cache entries
+    std::vector<float> scores;     // [attention_scores_floats] attention weights
+    std::vector<float> block;      // [attention_block_floats] widened keys or values
+    std::vector<float> acc;        // [attention_acc_floats] value sums
+    std::vector<int32_t> entries;  // [kMaxRowsPerItem, capacity] visible cache entries
   };
 
   // Runs fn(begin, end, thread) over [0, n) on the pool, or on the calling thread alone when
@@ -91,6 +93,7 @@ class CpuBackend final : public Backend {
   std::vector<float> quant_x_scratch_;  // [matmul_quant_scratch] backs quant_x_
   cpu::QuantizedX quant_x_;             // x of the current product with quantised weights
   std::vector<float> split_x_;          // x of the current bf16 product as cpu::split_x lays it out
+  std::vector<int32_t> row_blocks_;     // attention: first row of each row block, then m
 };
 
 }  // namespace specd

@@ -102,7 +102,7 @@ void scale_row(float* x, int64_t n, float s);
 // y += x, n elements.
 void add_row(const float* x, float* y, int64_t n);
 
-// One attention problem: everything the per-(row, head) kernel needs.
+// One attention problem: everything the attention work items need.
 struct AttentionArgs {
   const float* q = nullptr;  // [m, n_heads * head_dim] f32
   int64_t q_stride = 0;
@@ -112,6 +112,7 @@ struct AttentionArgs {
   const void* v = nullptr;
   DType cache_dtype = DType::kBF16;
   int64_t slot_stride = 0;
+  int64_t capacity = 0;  // entries per slot
   int n_heads = 0, n_kv_heads = 0, head_dim = 0;
   int64_t m = 0;
   float scale = 1.0f;
@@ -122,24 +123,38 @@ struct AttentionArgs {
   const int32_t* mask_start = nullptr;   // [m] or nullptr (causal)
   const int32_t* mask = nullptr;         // [m, mask_cols] with row stride mask_stride
   int64_t mask_cols = 0, mask_stride = 0;
-  // Heads per work item: a divisor of n_heads / n_kv_heads, at most kMaxHeadsPerItem. Heads of
-  // one item share each load of their KV head's keys and values.
+  // Row blocks: rows [row_blocks[b], row_blocks[b + 1]) share one slot, at most
+  // kMaxRowsPerItem of them.
+  const int32_t* row_blocks = nullptr;  // [n_row_blocks + 1]
+  int64_t n_row_blocks = 0;
+  // Query heads per work item: a divisor of n_heads / n_kv_heads, or a multiple of it (the item
+  // then reads several adjacent KV heads). The rows and heads of one item share each load (and
+  // widening) of the keys and values they read. Rows of a block times heads_per_item is at most
+  // kMaxQueriesPerItem.
   int heads_per_item = 1;
 };
 
-inline constexpr int kMaxHeadsPerItem = 8;
+inline constexpr int kMaxRowsPerItem = 8;
+inline constexpr int kMaxQueriesPerItem = 64;
+inline constexpr int64_t kAttentionBlockFloats = 8192;  // widened entries per block: 32 KiB
 
-// Per-thread buffers for attention_items: scores holds heads_per_item * (capacity + 128)
-// floats, entries capacity ints.
+// Per-thread buffers for attention_items, in floats (entries: ints). `width` is the widened
+// floats per cache entry of an item: head_dim times the KV heads it reads.
+int64_t attention_scores_floats(int64_t capacity);  // kMaxQueriesPerItem rows of scores
+int64_t attention_block_entries(int64_t width);     // cache entries widened at a time
+int64_t attention_block_floats(int64_t width);      // one block of widened keys or values
+int64_t attention_acc_floats(int64_t head_dim);     // value sums of every query of an item
 struct AttentionScratch {
   float* scores = nullptr;
-  int32_t* entries = nullptr;
+  float* block = nullptr;
+  float* acc = nullptr;
+  int32_t* entries = nullptr;  // [kMaxRowsPerItem, capacity]
 };
 
-// Computes items [begin, end) of m * n_heads / heads_per_item: item i is heads
-// [(i / m) * heads_per_item, +heads_per_item) of row i % m. Each (row, head) is computed by one
-// thread in a fixed order that depends only on what the row sees, so its result does not depend
-// on the other rows or on heads_per_item.
+// Computes items [begin, end) of n_row_blocks * n_heads / heads_per_item: item i is heads
+// [(i / n_row_blocks) * heads_per_item, +heads_per_item) of row block i % n_row_blocks. Each
+// (row, head) gets the same arithmetic whatever its item holds besides it, so its result depends
+// only on what the row sees: not on the other rows, the row blocks or heads_per_item.
 void attention_items(const AttentionArgs& args, int64_t begin, int64_t end,
                      const AttentionScratch& scratch);
 
