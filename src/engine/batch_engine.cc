@@ -261,9 +261,10 @@ void BatchEngine::prefill_chunk(Sequence& seq) {
   if (seq.prefilled < n) return;
   kv_.set_length(seq.slot, n);
   GenerationStats& stats = seq.result.stats;
+  // Fetching the last row waits for the device: the prefill time includes all of its work.
+  model_.backend().copy_to_host(logits_.data(), logits.data, vocab_ * sizeof(float));
   double t0 = now_seconds();
   stats.prefill_seconds = t0 - seq.start;
-  model_.backend().copy_to_host(logits_.data(), logits.data, vocab_ * sizeof(float));
   seq.proposal.tokens.clear();
   const GenerateRequest& g = seq.request->generate;
   verifier_.verify(logits_.data(), seq.proposal, g.sampling, n, seq.prompt_history,

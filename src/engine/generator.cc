@@ -120,12 +120,13 @@ GenerationResult Generator::generate(const GenerateRequest& request,
 
   const double start = now_seconds();
   Tensor logits = prefill(request.prompt);
-  double t0 = now_seconds();
-  stats.prefill_seconds = t0 - start;
-  // The first token comes from the prompt's last row: a verification of an empty draft.
+  // The first token comes from the prompt's last row: a verification of an empty draft. Fetching
+  // that row waits for the device, so the prefill time includes all of its work.
   proposal_.tokens.clear();
   device_argmax_ = params.greedy() && !params.has_penalties();
   fetch_for_verify(logits);
+  double t0 = now_seconds();
+  stats.prefill_seconds = t0 - start;
   verify_fetched(params, n_prompt);
   double decode_start = now_seconds();
   stats.sample_seconds += decode_start - t0;
