@@ -46,7 +46,7 @@ TEST(DemoModels, SpeculativeOutputEqualsPlainAndDraftsAreAccepted) {
   ASSERT_EQ(prompts.size(), static_cast<size_t>(kPrompts));
   double tokens = 0, rounds = 0;
   for (const auto& prompt : prompts) {
-    GenerateRequest request{prompt, kTokens};
+    GenerateRequest request{prompt, kTokens, {}, {}};
     std::vector<int32_t> expected = plain.generate(request).tokens;
     for (Generator* g : {&fixed4, &both}) {
       GenerationResult result = g->generate(request);

@@ -113,7 +113,7 @@ TEST_P(SpeculativeSampling, MatchesTheTargetDistribution) {
   int drafted = 0, accepted = 0;
   for (int i = 0; i < kSamples; ++i) {
     params.seed = 1000003ull * i + 17;
-    GenerateRequest request{prompt, 3, params};
+    GenerateRequest request{prompt, 3, params, {}};
     GenerationResult result = spec.generate(request);
     ASSERT_EQ(result.tokens.size(), 3u);
     counts[(result.tokens[0] * kVocab + result.tokens[1]) * kVocab + result.tokens[2]]++;
@@ -145,7 +145,7 @@ TEST(SpeculativeSampling, PointMassProposalsReproducePlainDrawsExactly) {
     SamplingParams params;
     params.temperature = 0.9;
     params.seed = seed;
-    GenerateRequest request{{1, 2, 3}, 12, params};
+    GenerateRequest request{{1, 2, 3}, 12, params, {}};
     EXPECT_EQ(spec.generate(request).tokens, plain.generate(request).tokens) << seed;
   }
 }

@@ -64,7 +64,7 @@ TEST_P(Lossless, GreedyOutputEqualsPlainDecoding) {
   Generator plain(*target.model, *target.kv);
   int rounds = 0, tokens = 0;
   for (const auto& prompt : make_prompts(20, vocab, 11)) {
-    GenerateRequest request{prompt, 256};
+    GenerateRequest request{prompt, 256, {}, {}};
     std::vector<int32_t> expected = plain.generate(request).tokens;
     ASSERT_EQ(expected.size(), 256u);
     for (const Mode& mode : all_modes()) {
@@ -110,7 +110,7 @@ TEST(SpeculativeCaches, EqualAPlainRunAfterRejections) {
   Loaded target(kGolden + "qwen3_f32"), draft(kGolden + "llama_gqa_f32", kCapacity + kSmallBatch);
   Loaded plain_target(kGolden + "qwen3_f32"), plain_draft(kGolden + "llama_gqa_f32");
   ModelDrafter drafter(*draft.model, *draft.kv, target.config.vocab_size, 8, 0.0);
-  GenerateRequest request{make_prompts(1, 256, 5)[0], 100};
+  GenerateRequest request{make_prompts(1, 256, 5)[0], 100, {}, {}};
   Generator spec(*target.model, *target.kv, &drafter, DraftLengthOptions{1, 8, 4});
   GenerationResult result = spec.generate(request);
   ASSERT_LT(result.stats.accepted, result.stats.drafted) << "the test needs rejections";
@@ -139,7 +139,7 @@ TEST(SpeculativeCaches, EqualAPlainRunAfterRejections) {
 TEST(SpeculativeEdges, StopTokenInsideAnAcceptedDraft) {
   Loaded target(kGolden + "qwen3_f32"), draft(kGolden + "qwen3_f32", kCapacity + kSmallBatch);
   ModelDrafter drafter(*draft.model, *draft.kv, 256, 8, 0.0);  // perfect draft: all accepted
-  GenerateRequest request{{5, 6, 7, 8}, 64};
+  GenerateRequest request{{5, 6, 7, 8}, 64, {}, {}};
   Generator plain(*target.model, *target.kv);
   std::vector<int32_t> expected = plain.generate(request).tokens;
   // Stop at the token emitted 10th: it sits inside a draft of 8 accepted tokens.
@@ -164,20 +164,20 @@ TEST(SpeculativeEdges, MaxTokensAndFullContextCutDrafts) {
   Generator plain(*target.model, *target.kv);
   Generator spec(*target.model, *target.kv, &drafter, DraftLengthOptions{1, 8, 8});
   for (int max_tokens : {1, 2, 5, 11, 32}) {  // 32 fills the context of 40 exactly
-    GenerateRequest request{prompt, max_tokens};
+    GenerateRequest request{prompt, max_tokens, {}, {}};
     std::vector<int32_t> expected = plain.generate(request).tokens;
     GenerationResult result = spec.generate(request);
     EXPECT_EQ(result.tokens, expected) << max_tokens;
     EXPECT_EQ(result.tokens.size(), static_cast<size_t>(max_tokens));
   }
-  GenerateRequest too_long{prompt, 33};
+  GenerateRequest too_long{prompt, 33, {}, {}};
   EXPECT_THROW(spec.generate(too_long), Error);
 }
 
 TEST(SpeculativeEdges, ZeroDraftLengthIsPlainDecoding) {
   Loaded target(kGolden + "qwen3_f32");
   NgramDrafter ngram;
-  GenerateRequest request{{1, 2, 3, 1, 2, 3, 1, 2}, 40};
+  GenerateRequest request{{1, 2, 3, 1, 2, 3, 1, 2}, 40, {}, {}};
   Generator plain(*target.model, *target.kv);
   std::vector<int32_t> expected = plain.generate(request).tokens;
   Generator spec(*target.model, *target.kv, &ngram, DraftLengthOptions{0, 0, 0});
