@@ -1,14 +1,14 @@
 // CPU attention over the KV cache (Highway): work items of a few rows of one slot times the
-// query heads of one KV head.
+// query heads of one or more adjacent KV heads.
 //
 // For one (row, head): list the visible cache entries in increasing order, score each with a
 // dot product (one f32 vector accumulator per entry over head_dim, SumOfLanes4, times scale),
 // subtract the max, exponentiate, sum, and accumulate p_i * V_i per head_dim lane over the entries
 // in order, then multiply by 1 / sum. The arithmetic depends only on the list of visible entries,
 // so causal rows and the equivalent mask give bit-identical results, and so does any batch that
-// contains the row. An item widens each block of keys, then of values, once into f32 and runs
-// every (row, head) of the item over it: the loads and conversions are shared, the arithmetic of
-// each (row, head) is unchanged.
+// contains the row. An item of several rows widens each block of keys, then of values, once into
+// f32 and runs every (row, head) of the item over it: the loads and conversions are shared, the
+// arithmetic of each (row, head) is unchanged.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "backend/cpu/attention.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
