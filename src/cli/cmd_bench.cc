@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "cli/bench_prompts.h"
+#include "git_commit.h"  // generated at build time: SPECD_GIT_COMMIT
 #include "cli/cli_options.h"
 #include "cli/commands.h"
 #include "cli/decode_roofline.h"
