@@ -3,9 +3,8 @@
 // Usage: specd_kernel_bench [threads] [section...]; sections: bw, matmul (bf16 weights),
 // matmul-all (f32, f16, bf16), matmul-hot (bf16, cache-resident weights), quant (block-quantised
 // weights), gemm, attention, attention-cold (KV cache read from DRAM), fma (default: all but
-// matmul-all). Except in matmul-hot, weights are
-// cycled through copies larger than the last-level cache, so every matmul reads its weight from
-// DRAM as in a real forward pass.
+// matmul-all). Except in matmul-hot, weights are cycled through copies larger than the last-level
+// cache, so every matmul reads its weight from DRAM as in a real forward pass.
 #include <cblas.h>
 
 #include <algorithm>
@@ -246,6 +245,17 @@ void bench_gemm(CpuBackend& backend, int threads) {
       flop / t / 1e9, flop / best / 1e9);
 }
 
+// Causal rows over host vectors of slots and cache indexes (positions = cache indexes).
+AttentionRows causal_rows(std::vector<int32_t>& slots, std::vector<int32_t>& index) {
+  const auto m = static_cast<int64_t>(slots.size());
+  AttentionRows rows;
+  rows.count = m;
+  rows.slots = Tensor::make(slots.data(), DType::kI32, 1, m);
+  rows.cache_index = Tensor::make(index.data(), DType::kI32, 1, m);
+  rows.positions = rows.cache_index;
+  return rows;
+}
+
 void bench_attention(CpuBackend& backend) {
   const int n_heads = 16, n_kv = 8, dh = 128;
   const int64_t capacity = 1024;
@@ -260,11 +270,7 @@ void bench_attention(CpuBackend& backend) {
     fill_random(q.data(), DType::kF32, q.size(), 8);
     std::vector<int32_t> slots(m, 0), index(m);
     for (int64_t i = 0; i < m; ++i) index[i] = static_cast<int32_t>(m == 1 ? ctx - 1 : i);
-    AttentionRows rows;
-    rows.count = m;
-    rows.slots = Tensor::make(slots.data(), DType::kI32, 1, m);
-    rows.cache_index = Tensor::make(index.data(), DType::kI32, 1, m);
-    rows.positions = rows.cache_index;
+    const AttentionRows rows = causal_rows(slots, index);
     Tensor qt = Tensor::make(q.data(), DType::kF32, m, n_heads * dh);
     Tensor ot = Tensor::make(out.data(), DType::kF32, m, n_heads * dh);
     auto [t, best] =
@@ -298,11 +304,7 @@ void bench_attention_cold(CpuBackend& backend) {
         fill_random(q.data(), DType::kF32, q.size(), 8);
         std::vector<int32_t> slots(m, 0), index(m);
         for (int64_t i = 0; i < m; ++i) index[i] = static_cast<int32_t>(ctx - m + i);
-        AttentionRows rows;
-        rows.count = m;
-        rows.slots = Tensor::make(slots.data(), DType::kI32, 1, m);
-        rows.cache_index = Tensor::make(index.data(), DType::kI32, 1, m);
-        rows.positions = rows.cache_index;
+        const AttentionRows rows = causal_rows(slots, index);
         Tensor qt = Tensor::make(q.data(), DType::kF32, m, sh.n_heads * sh.dh);
         Tensor ot = Tensor::make(out.data(), DType::kF32, m, sh.n_heads * sh.dh);
         auto [t, best] = time_calls(200, [&](int i) {

@@ -10,8 +10,9 @@
 #include <numeric>
 #include <sstream>
 
-#include "cli/bench_prompts.h"
 #include "git_commit.h"  // generated at build time: SPECD_GIT_COMMIT
+
+#include "cli/bench_prompts.h"
 #include "cli/cli_options.h"
 #include "cli/commands.h"
 #include "cli/decode_roofline.h"
