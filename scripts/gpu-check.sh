@@ -92,6 +92,11 @@ if has bench; then
       -o "$out/cuda_llama-3.1-8b-prefill2048-own-gemm_$date.json" | grep -E "prefill" |
       sed 's/^/own GEMM: /'
   fi
+  # And with prompt chunks on the decode attention kernel (SPECD_PREFILL_ATTENTION=0).
+  SPECD_PREFILL_ATTENTION=0 "$bin" bench -m "$models/llama-3.1-8b" --device cuda \
+    --prompt-len 2048 --gen-len 8 --num-prompts 2 --modes oracle@4 \
+    -o "$out/cuda_llama-3.1-8b-prefill2048-decode-attention_$date.json" | grep -E "prefill" |
+    sed 's/^/decode-kernel attention: /'
 fi
 
 if has quant; then

@@ -60,12 +60,13 @@ struct KvLayerView {
 // mask_start on) is not windowed (a tree is shallower than the window).
 struct AttentionRows {
   int64_t count = 0;
-  Tensor slots;        // [1, M] i32: cache slot of each row
-  Tensor cache_index;  // [1, M] i32: where each row's K/V is written
-  Tensor positions;    // [1, M] i32: RoPE position of each row
-  Tensor mask_start;   // [1, M] i32, or empty (data == nullptr) for plain causal rows
-  Tensor mask;         // [M, mask_cols] i32, nonzero = visible, or empty
-  int64_t window = 0;  // sliding window in positions; 0 = unlimited
+  Tensor slots;           // [1, M] i32: cache slot of each row
+  Tensor cache_index;     // [1, M] i32: where each row's K/V is written
+  Tensor positions;       // [1, M] i32: RoPE position of each row
+  Tensor mask_start;      // [1, M] i32, or empty (data == nullptr) for plain causal rows
+  Tensor mask;            // [M, mask_cols] i32, nonzero = visible, or empty
+  int64_t window = 0;     // sliding window in positions; 0 = unlimited
+  bool one_slot = false;  // every row is in the same cache slot (known on the host)
 };
 
 // One product of a matmul group: y = x · wᵀ (+ bias).

@@ -139,6 +139,7 @@ Tensor Transformer::forward(const ForwardBatch& batch, KvCache& kv) {
   rows.positions = index_view(1);
   rows.slots = index_view(2);
   rows.cache_index = index_view(3);
+  rows.one_slot = std::all_of(slots, slots + m, [&](int32_t s) { return s == slots[0]; });
 
   auto act = [&](const DeviceBuffer& buf, int64_t cols) {
     return Tensor::make(buf.data(), DType::kF32, m, cols, dev);

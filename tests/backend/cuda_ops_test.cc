@@ -443,6 +443,72 @@ TEST_F(CudaOps, SlidingWindowAttentionMatchesReferenceAndIsInvariant) {
   }
 }
 
+// Prompt chunks (rows of one slot, more than kSmallBatch) take the tensor-core kernel: q and p
+// are rounded to bf16, so the tolerance is the GEMM's. A row's bits must not depend on which
+// other rows share the launch (another start, another count, another head dim).
+TEST_F(CudaOps, PrefillAttentionMatchesReferenceAndIsInvariant) {
+  const int kv_heads = 2, n_heads = 8, capacity = 700;
+  for (int head_dim : {64, 128, 256}) {
+    for (int64_t window : {int64_t{0}, int64_t{100}}) {
+      if (window > 0 && head_dim != 128) continue;
+      const int width = kv_heads * head_dim;
+      HostTensor k_cache(DType::kBF16, capacity, width), v_cache(DType::kBF16, capacity, width);
+      HostTensor keys = HostTensor(DType::kF32, capacity, width).random(61 + head_dim);
+      HostTensor values = HostTensor(DType::kF32, capacity, width).random(62 + head_dim);
+      KvLayerView host_view{k_cache.t().data,          v_cache.t().data, DType::kBF16, capacity, 1,
+                            int64_t{capacity} * width, kv_heads,         head_dim};
+      KvLayerView dev_view = host_view;
+      Tensor dk = upload(k_cache), dv = upload(v_cache);
+      dev_view.k = dk.data;
+      dev_view.v = dv.data;
+      std::vector<int32_t> all(capacity);
+      std::iota(all.begin(), all.end(), 0);
+      HostTensor slots0 = backend_test::i32_vector(std::vector<int32_t>(capacity, 0));
+      HostTensor index = backend_test::i32_vector(all);
+      backend_->store_kv(upload(keys), upload(values), dev_view,
+                         make_rows(capacity, upload(slots0), upload(index), upload(index)));
+      reference::store_kv(keys.t(), values.t(), host_view,
+                          make_rows(capacity, slots0.t(), index.t(), index.t()));
+
+      // A 300-row chunk at entries [390, 690), then the last 283 and the last 17 of it alone.
+      const int64_t start = 390, m = 300;
+      const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+      HostTensor q = HostTensor(DType::kF32, m, n_heads * head_dim).random(63 + head_dim);
+      Tensor dq = upload(q);
+      auto run = [&](int64_t from, int64_t count, HostTensor* want) {
+        std::vector<int32_t> at(count);
+        std::iota(at.begin(), at.end(), static_cast<int32_t>(start + from));
+        HostTensor slots = backend_test::i32_vector(std::vector<int32_t>(count, 0));
+        HostTensor rows_index = backend_test::i32_vector(at);
+        AttentionRows rows =
+            make_rows(count, upload(slots), upload(rows_index), upload(rows_index));
+        rows.window = window;
+        rows.one_slot = true;
+        HostTensor out(DType::kF32, count, n_heads * head_dim);
+        Tensor dout = upload(out);
+        backend_->attention(dq.slice_rows(from, count), n_heads, dev_view, rows, scale, dout);
+        if (want != nullptr) {
+          AttentionRows host_rows = make_rows(count, slots.t(), rows_index.t(), rows_index.t());
+          host_rows.window = window;
+          reference::attention(q.t(), n_heads, host_view, host_rows, scale, want->t());
+        }
+        return download(dout, out);
+      };
+      HostTensor want(DType::kF32, m, n_heads * head_dim);
+      HostTensor got = run(0, m, &want);
+      const std::string what =
+          "head dim " + std::to_string(head_dim) + ", window " + std::to_string(window);
+      EXPECT_LE(max_rel_error(got.t(), want.t()), kGemmTolerance) << what;
+      for (int64_t from : {int64_t{17}, m - 17}) {
+        HostTensor part = run(from, m - from, nullptr);
+        for (int64_t r = 0; r < m - from; ++r) {
+          ASSERT_TRUE(same_bits(part.t(), r, got.t(), from + r)) << what << ", row " << from + r;
+        }
+      }
+    }
+  }
+}
+
 TEST_F(CudaOps, RecordedGraphReplaysTheSameResults) {
   HostTensor x = HostTensor(DType::kF32, 4, 512).random(31);
   HostTensor w = HostTensor(DType::kBF16, 768, 512).random(32);

@@ -89,6 +89,8 @@ CudaBackend::CudaBackend(int device_index) : index_(device_index) {
   graphs_ = graphs == nullptr || std::strcmp(graphs, "0") != 0;
   const char* int_mma = std::getenv("SPECD_CUDA_INT_MMA");
   int_mma_ = int_mma == nullptr || std::strcmp(int_mma, "0") != 0;
+  const char* prefill = std::getenv("SPECD_PREFILL_ATTENTION");
+  prefill_attention_ = prefill == nullptr || std::strcmp(prefill, "0") != 0;
 #if SPECD_WITH_CUBLASLT
   const char* lt = std::getenv("SPECD_CUBLASLT");
   if (lt == nullptr || std::strcmp(lt, "0") != 0) lt_ = std::make_unique<cuda::LtGemm>();
@@ -117,9 +119,10 @@ std::string CudaBackend::describe() const {
 #if SPECD_WITH_CUBLASLT
   lt = lt_ != nullptr;
 #endif
-  return fmt::format("cuda:{} ({}, sm_{}{}, {} GiB{}{})", index_, prop.name, prop.major, prop.minor,
-                     prop.totalGlobalMem >> 30, lt ? ", cuBLASLt prefill" : "",
-                     graphs_ ? "" : ", graphs off");
+  return fmt::format("cuda:{} ({}, sm_{}{}, {} GiB{}{}{})", index_, prop.name, prop.major,
+                     prop.minor, prop.totalGlobalMem >> 30, lt ? ", cuBLASLt prefill" : "",
+                     graphs_ ? "" : ", graphs off",
+                     prefill_attention_ ? "" : ", tensor-core prefill attention off");
 }
 
 DeviceBuffer CudaBackend::alloc(size_t bytes) {
@@ -503,6 +506,13 @@ void CudaBackend::attention(const Tensor& q, int n_heads, const KvLayerView& cac
   a.mask = masked && rows.mask.cols > 0 ? rows.mask.ptr<const int32_t>() : nullptr;
   a.mask_cols = masked ? rows.mask.cols : 0;
   a.mask_stride = masked ? rows.mask.stride : 0;
+  // Prompt chunks: tensor cores (rows of one slot, above the small-batch sizes whose bits must
+  // match decoding, as with the GEMM).
+  if (prefill_attention_ && rows.one_slot && a.m > kSmallBatch &&
+      cuda::prefill_attention_supported(a)) {
+    cuda::prefill_attention(a, stream_);
+    return;
+  }
   auto* partials = static_cast<float*>(scratch(kAttention, cuda::attention_partial_floats(a) * 4));
   cuda::attention(a, partials, stream_);
 }

@@ -76,8 +76,9 @@ class CudaBackend final : public Backend {
   int index_ = 0;
   int multiprocessors_ = 0;
   CUstream_st* stream_ = nullptr;
-  bool graphs_ = true;    // SPECD_CUDA_GRAPHS=0 runs recorded forwards eagerly
-  bool int_mma_ = true;   // SPECD_CUDA_INT_MMA=0: int8/int4 small-M on the CUDA-core kernel
+  bool graphs_ = true;   // SPECD_CUDA_GRAPHS=0 runs recorded forwards eagerly
+  bool int_mma_ = true;  // SPECD_CUDA_INT_MMA=0: int8/int4 small-M on the CUDA-core kernel
+  bool prefill_attention_ = true;  // SPECD_PREFILL_ATTENTION=0: prompt chunks on the decode kernel
   bool capturing_ = false;
   struct Scratch {
     void* data = nullptr;

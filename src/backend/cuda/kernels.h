@@ -178,5 +178,9 @@ struct AttentionArgs {
 int64_t attention_chunk(int64_t capacity);
 size_t attention_partial_floats(const AttentionArgs& a);
 void attention(const AttentionArgs& a, float* partials, cudaStream_t stream);
+// Causal rows of one cache slot on tensor cores (prefill): bf16 cache, head dim 64, 128 or 256,
+// no mask, q 16-byte aligned. Not bit-identical to attention(); used above kSmallBatch rows.
+bool prefill_attention_supported(const AttentionArgs& a);
+void prefill_attention(const AttentionArgs& a, cudaStream_t stream);
 
 }  // namespace specd::cuda
