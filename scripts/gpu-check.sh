@@ -30,7 +30,8 @@ if has build; then
   # shellcheck disable=SC2086
   cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DSPECD_CUDA=ON \
     ${SPECD_GPU_CMAKE_ARGS:-} >"$out/configure.txt"
-  targets=(specd make_random_model specd_cuda_kernel_bench backend_cuda_ops_test golden_model_test batch_invariance_test
+  targets=(specd make_random_model specd_cuda_kernel_bench backend_cuda_ops_test backend_cuda_sampling_test
+    golden_model_test batch_invariance_test
     speculative_test speculative_sampling_test demo_models_test backend_cuda_int_quant_test
     backend_cuda_gguf_quant_test quantized_model_test gguf_model_test gguf_gemma3_test)
   start=$(date +%s)
@@ -81,6 +82,14 @@ if has bench; then
   # Decode vs roofline, verification cost, oracle speculation: 128-token prompts, 256 tokens.
   "$bin" bench -m "$models/llama-3.1-8b" --device cuda --prompt-len 128 --gen-len 256 \
     --num-prompts 2 --modes oracle@4,oracle@8 -o "$out/cuda_llama-3.1-8b-random_$date.json"
+  # Sampled decoding (T = 0.8): tokens drawn on the device, then (SPECD_CUDA_SAMPLING=0) on the
+  # host from copied logits.
+  for sampling in 1 0; do
+    SPECD_CUDA_SAMPLING=$sampling "$bin" bench -m "$models/llama-3.1-8b" --device cuda \
+      --temperature 0.8 --prompt-len 128 --gen-len 256 --num-prompts 2 --modes oracle@4,oracle@8 \
+      -o "$out/cuda_llama-3.1-8b-random-t0.8-sampling${sampling}_$date.json" | grep -E "^(none|oracle)" |
+      sed "s/^/T=0.8, device sampling $sampling: /"
+  done
   # Prefill of a 2,048-token prompt.
   "$bin" bench -m "$models/llama-3.1-8b" --device cuda --prompt-len 2048 --gen-len 8 \
     --num-prompts 2 --modes oracle@4 -o "$out/cuda_llama-3.1-8b-prefill2048_$date.json" |

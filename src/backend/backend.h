@@ -69,6 +69,17 @@ struct AttentionRows {
   bool one_slot = false;  // every row is in the same cache slot (known on the host)
 };
 
+// How sample_rows draws the token of one logits row: Sampler::distribution's settings (the
+// temperature, 0 = greedy: the argmax; top-k, 0 = off; top-p, 1 = off; min-p, 0 = off) and the
+// uniform u in [0, 1) of the inverse-CDF draw in token order.
+struct RowSampling {
+  double temperature = 0.0;
+  int top_k = 0;
+  double top_p = 1.0;
+  double min_p = 0.0;
+  double u = 0.0;
+};
+
 // One product of a matmul group: y = x · wᵀ (+ bias).
 struct MatmulPart {
   const Tensor* w = nullptr;
@@ -138,6 +149,13 @@ class Backend {
   // with `>` finds it (a NaN wins only in column 0). logits: [R, V] f32; ids: [1, R] i32. Lets
   // greedy decoding copy R tokens to the host instead of R logit rows.
   virtual void argmax_rows(const Tensor& logits, Tensor& ids) = 0;
+  // ids[r] = a token drawn from row r as `rows[r]` says (-1 if no logit is finite), so that
+  // sampled requests copy token ids instead of logits rows. Returns false, doing nothing, on a
+  // backend without the op (the caller samples on the host). logits: [R, V] f32; ids: [1, R] i32.
+  virtual bool sample_rows(const Tensor& /*logits*/, std::span<const RowSampling> /*rows*/,
+                           Tensor& /*ids*/) {
+    return false;
+  }
   // The attention inputs of one layer: rope on q ([M, n_heads * head_dim] f32) and on k, then k
   // and v into the cache. The default runs rope, rope and store_kv; a GPU backend fuses them.
   virtual void rope_store_kv(Tensor& q, Tensor& k, const Tensor& v, int n_heads,

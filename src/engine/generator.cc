@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "core/timer.h"
+#include "sample/philox.h"
 
 namespace specd {
 
@@ -20,8 +21,9 @@ Generator::Generator(Transformer& model, KvCache& kv, Drafter* drafter,
       prompt_history_(model.config().vocab_size),
       output_history_(model.config().vocab_size),
       logits_(static_cast<size_t>(model.limits().max_logit_rows) * model.config().vocab_size),
-      argmax_buffer_(model.backend().alloc(model.limits().max_logit_rows * sizeof(int32_t))),
-      argmax_(model.limits().max_logit_rows),
+      ids_buffer_(model.backend().alloc(model.limits().max_logit_rows * sizeof(int32_t))),
+      ids_(model.limits().max_logit_rows),
+      row_sampling_(model.limits().max_logit_rows),
       rows_(model.limits().max_rows),
       positions_(model.limits().max_rows),
       slots_(model.limits().max_rows, slot) {
@@ -58,20 +60,34 @@ Tensor Generator::prefill(const std::vector<int32_t>& prompt) {
   return logits;
 }
 
-void Generator::fetch_for_verify(const Tensor& logits) {
+void Generator::fetch_for_verify(const Tensor& logits, const SamplingParams& params,
+                                 int64_t position) {
   Backend& backend = model_.backend();
-  if (device_argmax_) {
-    Tensor ids = argmax_buffer_.view(DType::kI32, 1, logits.rows);
+  Tensor ids = ids_buffer_.view(DType::kI32, 1, logits.rows);
+  const bool point_masses = proposal_.tokens.empty() || !proposal_.sampled;
+  fetched_ids_ = false;
+  if (params.greedy() && !params.has_penalties()) {
     backend.argmax_rows(logits, ids);
-    backend.copy_to_host(argmax_.data(), ids.data, ids.bytes());
+    fetched_ids_ = true;
+  } else if (!params.has_penalties() && point_masses) {
+    // Row i's token is plain decoding's draw at position + i (Verifier::verify's rule).
+    for (int64_t i = 0; i < logits.rows; ++i) {
+      row_sampling_[i] = {params.temperature, params.top_k, params.top_p, params.min_p,
+                          random_uniform(params.seed, position + i, RandomPurpose::kSample)};
+    }
+    fetched_ids_ = backend.sample_rows(
+        logits, std::span<const RowSampling>(row_sampling_.data(), logits.rows), ids);
+  }
+  if (fetched_ids_) {
+    backend.copy_to_host(ids_.data(), ids.data, ids.bytes());
   } else {
     backend.copy_to_host(logits_.data(), logits.data, logits.bytes());
   }
 }
 
 void Generator::verify_fetched(const SamplingParams& params, int64_t position) {
-  if (device_argmax_) {
-    Verifier::verify_tokens(argmax_.data(), proposal_, output_history_, verdict_);
+  if (fetched_ids_) {
+    Verifier::verify_tokens(ids_.data(), proposal_, output_history_, verdict_);
   } else {
     verifier_.verify(logits_.data(), proposal_, params, position, prompt_history_, output_history_,
                      verdict_);
@@ -123,8 +139,7 @@ GenerationResult Generator::generate(const GenerateRequest& request,
   // The first token comes from the prompt's last row: a verification of an empty draft. Fetching
   // that row waits for the device, so the prefill time includes all of its work.
   proposal_.tokens.clear();
-  device_argmax_ = params.greedy() && !params.has_penalties();
-  fetch_for_verify(logits);
+  fetch_for_verify(logits, params, n_prompt);
   double t0 = now_seconds();
   stats.prefill_seconds = t0 - start;
   verify_fetched(params, n_prompt);
@@ -149,7 +164,7 @@ GenerationResult Generator::generate(const GenerateRequest& request,
     double t_verify = now_seconds();
     ForwardBatch batch{drafted + 1, rows_.data(), positions_.data(), slots_.data()};
     logits = model_.forward(batch, kv_);
-    fetch_for_verify(logits);
+    fetch_for_verify(logits, params, n);
     double t_sample = now_seconds();
     verify_fetched(params, n);
     double t_done = now_seconds();

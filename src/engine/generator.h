@@ -30,10 +30,11 @@ class Generator {
   Tensor prefill(const std::vector<int32_t>& prompt);
 
  private:
-  // Copies what verification of `logits` ([rows, vocab] on the model's device) needs to the
-  // host, waiting for the forward: each row's argmax, computed on the device, for greedy
-  // decoding without penalties; else the logit rows.
-  void fetch_for_verify(const Tensor& logits);
+  // Copies what verification of `logits` ([rows, vocab] on the model's device; row i at
+  // `position` + i) needs to the host, waiting for the forward: one token id per row, chosen on
+  // the device, when no penalties apply and the proposals are point masses (the argmax when
+  // greedy, else plain decoding's own draw where the backend samples); else the logit rows.
+  void fetch_for_verify(const Tensor& logits, const SamplingParams& params, int64_t position);
   void verify_fetched(const SamplingParams& params, int64_t position);
 
   Transformer& model_;
@@ -46,14 +47,15 @@ class Generator {
   TokenHistory output_history_;
   DraftProposal proposal_;
   VerifyResult verdict_;
-  std::vector<int32_t> context_;    // prompt + emitted tokens
-  std::vector<float> logits_;       // [max_logit_rows, vocab] host copy
-  bool device_argmax_ = false;      // this request verifies from device-side argmaxes
-  DeviceBuffer argmax_buffer_;      // [max_logit_rows] i32 on the model's device
-  std::vector<int32_t> argmax_;     // [max_logit_rows] host copy
-  std::vector<int32_t> rows_;       // [max_rows] tokens of one forward
-  std::vector<int32_t> positions_;  // [max_rows]
-  std::vector<int32_t> slots_;      // [max_rows]
+  std::vector<int32_t> context_;           // prompt + emitted tokens
+  std::vector<float> logits_;              // [max_logit_rows, vocab] host copy
+  bool fetched_ids_ = false;               // the last fetch copied token ids, not logits
+  DeviceBuffer ids_buffer_;                // [max_logit_rows] i32 on the model's device
+  std::vector<int32_t> ids_;               // [max_logit_rows] host copy
+  std::vector<RowSampling> row_sampling_;  // [max_logit_rows]
+  std::vector<int32_t> rows_;              // [max_rows] tokens of one forward
+  std::vector<int32_t> positions_;         // [max_rows]
+  std::vector<int32_t> slots_;             // [max_rows]
 };
 
 }  // namespace specd

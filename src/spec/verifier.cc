@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "core/error.h"
 #include "sample/philox.h"
 
 namespace specd {
@@ -66,6 +67,7 @@ void Verifier::verify_tokens(const int32_t* targets, const DraftProposal& draft,
   result.emitted.clear();
   const int k = static_cast<int>(draft.tokens.size());
   for (int i = 0; i <= k; ++i) {
+    SPECD_CHECK(targets[i] >= 0, "no token has a finite logit");  // a device draw found none
     output.add(targets[i]);
     result.emitted.push_back(targets[i]);
     if (i == k || targets[i] != draft.tokens[i]) break;

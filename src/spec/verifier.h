@@ -30,8 +30,10 @@ class Verifier {
   void verify(const float* logits, const DraftProposal& draft, const SamplingParams& params,
               int64_t position, const TokenHistory& prompt, TokenHistory& output,
               VerifyResult& result);
-  // Greedy verification from the target's choices (targets[i]: the argmax of row i, k + 1 of
-  // them), for greedy decoding without penalties: the same result as verify() on the logits.
+  // Verification from the target's choices (targets[i]: row i's token, k + 1 of them; -1: no
+  // finite logit) for point-mass proposals without penalties: the argmax of each row when greedy,
+  // plain decoding's draw at each row's position when sampling. The same result as verify() on
+  // the logits.
   static void verify_tokens(const int32_t* targets, const DraftProposal& draft,
                             TokenHistory& output, VerifyResult& result);
 

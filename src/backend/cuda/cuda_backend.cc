@@ -19,7 +19,14 @@ namespace {
 
 using cuda::check;
 
-enum ScratchKind { kPartials = 0, kTickets = 1, kBf16X = 2, kAttention = 3, kDequant = 4 };
+enum ScratchKind {
+  kPartials = 0,
+  kTickets = 1,
+  kBf16X = 2,
+  kAttention = 3,
+  kDequant = 4,
+  kSampling = 5
+};
 
 void check_device(const char* op, int index, std::initializer_list<const Tensor*> tensors) {
   for (const Tensor* t : tensors) {
@@ -89,6 +96,8 @@ CudaBackend::CudaBackend(int device_index) : index_(device_index) {
   graphs_ = graphs == nullptr || std::strcmp(graphs, "0") != 0;
   const char* int_mma = std::getenv("SPECD_CUDA_INT_MMA");
   int_mma_ = int_mma == nullptr || std::strcmp(int_mma, "0") != 0;
+  const char* sampling = std::getenv("SPECD_CUDA_SAMPLING");
+  sampling_ = sampling == nullptr || std::strcmp(sampling, "0") != 0;
   const char* prefill = std::getenv("SPECD_PREFILL_ATTENTION");
   prefill_attention_ = prefill == nullptr || std::strcmp(prefill, "0") != 0;
 #if SPECD_WITH_CUBLASLT
@@ -446,6 +455,36 @@ void CudaBackend::argmax_rows(const Tensor& logits, Tensor& ids) {
   if (logits.rows == 0) return;
   cuda::argmax_rows(logits.ptr<const float>(), logits.stride, logits.rows, logits.cols,
                     ids.ptr<int32_t>(), stream_);
+}
+
+bool CudaBackend::sample_rows(const Tensor& logits, std::span<const RowSampling> rows,
+                              Tensor& ids) {
+  check_device("sample_rows", index_, {&logits, &ids});
+  op_checks::argmax_rows(logits, ids);
+  if (!sampling_) return false;
+  SPECD_CHECK(static_cast<int64_t>(rows.size()) == logits.rows,
+              "sample_rows: {} sampling settings for {} rows", rows.size(), logits.rows);
+  if (logits.rows == 0) return true;
+  SPECD_CHECK(logits.cols < (int64_t{1} << 30), "sample_rows: a row of {} columns is too long",
+              logits.cols);
+  cuda::SampleRowsArgs a;
+  a.logits = logits.ptr<const float>();
+  a.stride = logits.stride;
+  a.cols = static_cast<int>(logits.cols);
+  a.ids = ids.ptr<int32_t>();
+  constexpr int kChunk = cuda::SampleRowsArgs::kMaxRows;
+  const int64_t chunk_rows = std::min<int64_t>(kChunk, logits.rows);
+  a.weights = static_cast<float*>(scratch(kSampling, chunk_rows * logits.cols * sizeof(float)));
+  for (int64_t first = 0; first < logits.rows; first += kChunk) {
+    a.first_row = first;
+    a.rows = static_cast<int>(std::min<int64_t>(kChunk, logits.rows - first));
+    for (int r = 0; r < a.rows; ++r) {
+      const RowSampling& s = rows[first + r];
+      a.row[r] = {s.temperature > 0 ? 1.0 / s.temperature : 0.0, s.top_p, s.min_p, s.u, s.top_k};
+    }
+    cuda::sample_rows(a, stream_);
+  }
+  return true;
 }
 
 void CudaBackend::rope_store_kv(Tensor& q, Tensor& k, const Tensor& v, int n_heads,

@@ -54,6 +54,7 @@ class CudaBackend final : public Backend {
   void store_kv(const Tensor& k, const Tensor& v, const KvLayerView& cache,
                 const AttentionRows& rows) override;
   void argmax_rows(const Tensor& logits, Tensor& ids) override;
+  bool sample_rows(const Tensor& logits, std::span<const RowSampling> rows, Tensor& ids) override;
   void rope_store_kv(Tensor& q, Tensor& k, const Tensor& v, int n_heads, const RopeTable& table,
                      const KvLayerView& cache, const AttentionRows& rows) override;
   void attention(const Tensor& q, int n_heads, const KvLayerView& cache, const AttentionRows& rows,
@@ -76,15 +77,16 @@ class CudaBackend final : public Backend {
   int index_ = 0;
   int multiprocessors_ = 0;
   CUstream_st* stream_ = nullptr;
-  bool graphs_ = true;   // SPECD_CUDA_GRAPHS=0 runs recorded forwards eagerly
-  bool int_mma_ = true;  // SPECD_CUDA_INT_MMA=0: int8/int4 small-M on the CUDA-core kernel
+  bool graphs_ = true;    // SPECD_CUDA_GRAPHS=0 runs recorded forwards eagerly
+  bool int_mma_ = true;   // SPECD_CUDA_INT_MMA=0: int8/int4 small-M on the CUDA-core kernel
+  bool sampling_ = true;  // SPECD_CUDA_SAMPLING=0: sampled rows go to the host
   bool prefill_attention_ = true;  // SPECD_PREFILL_ATTENTION=0: prompt chunks on the decode kernel
   bool capturing_ = false;
   struct Scratch {
     void* data = nullptr;
     size_t bytes = 0;
   };
-  Scratch scratch_[5];  // split-K partials, split-K tickets, bf16 x, attention partials,
+  Scratch scratch_[6];  // split-K partials, split-K tickets, bf16 x, attention partials,
                         // bf16 slab of dequantised int8/int4 weights (prefill)
   struct Recorded {
     int seen = 0;

@@ -137,6 +137,25 @@ void store_kv(const float* k, int64_t k_stride, const float* v, int64_t v_stride
 void argmax_rows(const float* logits, int64_t stride, int64_t rows, int64_t cols, int32_t* ids,
                  cudaStream_t stream);
 
+// Sampling of logits rows as Sampler::distribution and Sampler::sample_from do it: per row the
+// inverse temperature (0 = greedy: the argmax), top-k (0 = off), top-p (1 = off), min-p (0 = off)
+// and the uniform u of the inverse-CDF draw. ids[first_row + r] = the token, -1 if no logit is
+// finite.
+struct SampleRow {
+  double inv_temperature = 0.0, top_p = 1.0, min_p = 0.0, u = 0.0;
+  int top_k = 0;
+};
+struct SampleRowsArgs {
+  static constexpr int kMaxRows = 16;
+  const float* logits = nullptr;  // [first_row + rows, cols] f32
+  int64_t stride = 0, first_row = 0;
+  int rows = 0, cols = 0;
+  float* weights = nullptr;  // [rows, cols] f32 scratch
+  int32_t* ids = nullptr;
+  SampleRow row[kMaxRows];
+};
+void sample_rows(const SampleRowsArgs& args, cudaStream_t stream);
+
 // rope on q and k, then k and v into the cache (one launch).
 struct RopeStoreArgs {
   float* q = nullptr;  // [M, n_heads * 2 * half] f32, rotated in place

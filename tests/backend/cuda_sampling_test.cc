@@ -1,0 +1,147 @@
+// Backend::sample_rows on CUDA against the host Sampler with the same settings and uniforms.
+// Skips when the build has no CUDA backend or no GPU is present.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "cuda_test_util.h"
+#include "sample/philox.h"
+#include "sample/sampler.h"
+#include "test_util.h"
+
+namespace specd {
+namespace {
+
+using backend_test::HostTensor;
+
+struct Setting {
+  double temperature;
+  int top_k;
+  double top_p;
+  double min_p;
+};
+
+class CudaSampling : public backend_test::CudaTest {
+ protected:
+  // The device's token of each row of `logits` for `setting`, with row r's uniform from
+  // (seed, r).
+  std::vector<int32_t> device_tokens(const HostTensor& logits, const Setting& s, uint64_t seed) {
+    const int64_t rows = logits.t().rows;
+    std::vector<RowSampling> settings(rows);
+    for (int64_t r = 0; r < rows; ++r) {
+      settings[r] = {s.temperature, s.top_k, s.top_p, s.min_p,
+                     random_uniform(seed, r, RandomPurpose::kSample)};
+    }
+    HostTensor ids(DType::kI32, 1, rows);
+    Tensor dlogits = upload(logits), dids = upload(ids);
+    EXPECT_TRUE(backend_->sample_rows(dlogits, settings, dids));
+    HostTensor got = download(dids, ids);
+    return {got.i32(), got.i32() + rows};
+  }
+};
+
+// Rows with distinct values, heavy ties (logits rounded to a few levels), and peaked rows.
+HostTensor test_logits(int rows, int vocab) {
+  HostTensor logits = HostTensor(DType::kF32, rows, vocab).random(71, -6.0f, 6.0f);
+  for (int r = 0; r < rows; ++r) {
+    float* row = logits.t().row<float>(r);
+    for (int c = 0; c < vocab; ++c) {
+      if (r % 3 == 1) row[c] = std::round(row[c]);    // 13 levels: ties at every cut
+      if (r % 3 == 2 && c % 97 == 0) row[c] += 9.0f;  // a few dominant tokens
+    }
+  }
+  return logits;
+}
+
+// Each device token equals the host's draw, or (rounding of the cumulative sums in another
+// order) the host's cumulative mass before and after the device token brackets the target
+// within 1e-6 of the total. Boundary cases must stay rare. No top_p here lands exactly on a
+// boundary of tied tokens (0.5 of an even count of equal weights): there the device's exact
+// sums and the host's float probabilities may keep one tied token more or less.
+TEST_F(CudaSampling, MatchesHostSampler) {
+  const int rows = 24, vocab = 5003;
+  const HostTensor logits = test_logits(rows, vocab);
+  const Setting settings[] = {{1.0, 0, 1.0, 0.0},  {0.7, 40, 1.0, 0.0},  {1.3, 0, 0.9, 0.0},
+                              {0.8, 0, 1.0, 0.05}, {1.0, 50, 0.8, 0.02}, {0.5, 1, 1.0, 0.0},
+                              {1.0, 0, 0.3, 0.0},  {2.0, 0, 0.95, 0.0},  {0.0, 0, 1.0, 0.0},
+                              {1.0, 7, 0.4321, 0.1}};
+  Sampler sampler(vocab);
+  std::vector<float> probs(vocab);
+  int exact = 0, total = 0;
+  for (size_t s = 0; s < std::size(settings); ++s) {
+    const Setting& set = settings[s];
+    SamplingParams params;
+    params.temperature = set.temperature;
+    params.top_k = set.top_k;
+    params.top_p = set.top_p;
+    params.min_p = set.min_p;
+    for (uint64_t seed = 1; seed <= 8; ++seed) {
+      const std::vector<int32_t> got = device_tokens(logits, set, seed * 1000 + s);
+      for (int r = 0; r < rows; ++r) {
+        std::span<const float> row(logits.t().row<const float>(r), vocab);
+        const double u = random_uniform(seed * 1000 + s, r, RandomPurpose::kSample);
+        int want;
+        if (params.greedy()) {
+          want = Sampler::argmax(row);
+        } else {
+          sampler.distribution(row, params, probs);
+          want = Sampler::sample_from(probs, u);
+        }
+        ++total;
+        if (got[r] == want) {
+          ++exact;
+          continue;
+        }
+        ASSERT_FALSE(params.greedy()) << "greedy row " << r << ": " << got[r] << " vs " << want;
+        ASSERT_TRUE(got[r] >= 0 && got[r] < vocab) << got[r];
+        double mass = 0, before = 0;
+        for (int c = 0; c < vocab; ++c) {
+          if (c == got[r]) before = mass;
+          mass += probs[c];
+        }
+        const double after = before + probs[got[r]], target = u * mass;
+        EXPECT_GT(probs[got[r]], 0.0f) << "setting " << s << " row " << r;
+        EXPECT_TRUE(before - 1e-6 * mass <= target && target < after + 1e-6 * mass)
+            << "setting " << s << " seed " << seed << " row " << r << ": device " << got[r]
+            << ", host " << want;
+      }
+    }
+  }
+  EXPECT_GE(exact, total * 99 / 100) << exact << " of " << total << " identical";
+}
+
+TEST_F(CudaSampling, RowWithoutFiniteLogitGivesMinusOne) {
+  HostTensor logits(DType::kF32, 2, 300);
+  for (int c = 0; c < 300; ++c) {
+    logits.t().row<float>(0)[c] = -INFINITY;
+    logits.t().row<float>(1)[c] = c == 17 ? 0.0f : -INFINITY;
+  }
+  const std::vector<int32_t> got = device_tokens(logits, {0.9, 0, 0.9, 0.0}, 5);
+  EXPECT_EQ(got[0], -1);
+  EXPECT_EQ(got[1], 17);
+}
+
+// Many rows (more than one launch's 16) with the same seed and settings: the same tokens as
+// each row sampled in a batch of its own, run after run.
+TEST_F(CudaSampling, RowsAreIndependentAndRepeatable) {
+  const int rows = 37, vocab = 2048;
+  const HostTensor logits = test_logits(rows, vocab);
+  const Setting set{0.9, 0, 0.9, 0.0};
+  const std::vector<int32_t> all = device_tokens(logits, set, 99);
+  EXPECT_EQ(device_tokens(logits, set, 99), all);
+  for (int r = 0; r < rows; r += 6) {
+    HostTensor one(DType::kF32, 1, vocab);
+    std::copy_n(logits.t().row<const float>(r), vocab, one.t().row<float>(0));
+    std::vector<RowSampling> setting = {{set.temperature, set.top_k, set.top_p, set.min_p,
+                                         random_uniform(99, r, RandomPurpose::kSample)}};
+    HostTensor ids(DType::kI32, 1, 1);
+    Tensor dlogits = upload(one), dids = upload(ids);
+    ASSERT_TRUE(backend_->sample_rows(dlogits, setting, dids));
+    EXPECT_EQ(download(dids, ids).i32()[0], all[r]) << "row " << r;
+  }
+}
+
+}  // namespace
+}  // namespace specd
