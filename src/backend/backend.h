@@ -80,6 +80,15 @@ struct RowSampling {
   double u = 0.0;
 };
 
+// Sampled draft tokens for verify_sampled: each token, the draft distribution it was drawn from,
+// and the uniforms of Verifier::verify at its row.
+struct SampledDraft {
+  std::span<const int32_t> tokens;     // [k]
+  const Tensor* q = nullptr;           // [k, V] f32 on the verifying device
+  std::span<const double> u_accept;    // [k]
+  std::span<const double> u_resample;  // [k]
+};
+
 // One product of a matmul group: y = x · wᵀ (+ bias).
 struct MatmulPart {
   const Tensor* w = nullptr;
@@ -149,11 +158,22 @@ class Backend {
   // with `>` finds it (a NaN wins only in column 0). logits: [R, V] f32; ids: [1, R] i32. Lets
   // greedy decoding copy R tokens to the host instead of R logit rows.
   virtual void argmax_rows(const Tensor& logits, Tensor& ids) = 0;
+  // Whether sample_rows and verify_sampled run here (else they return false).
+  virtual bool samples_on_device() const { return false; }
   // ids[r] = a token drawn from row r as `rows[r]` says (-1 if no logit is finite), so that
-  // sampled requests copy token ids instead of logits rows. Returns false, doing nothing, on a
-  // backend without the op (the caller samples on the host). logits: [R, V] f32; ids: [1, R] i32.
+  // sampled requests copy token ids instead of logits rows; `probs` (or nullptr): [R, >= V] f32,
+  // row r's distribution after the filters. Returns false, doing nothing, on a backend without
+  // the op (the caller samples on the host). logits: [R, V] f32; ids: [1, R] i32.
   virtual bool sample_rows(const Tensor& /*logits*/, std::span<const RowSampling> /*rows*/,
-                           Tensor& /*ids*/) {
+                           Tensor& /*ids*/, Tensor* /*probs*/) {
+    return false;
+  }
+  // Speculative sampling of k sampled draft tokens (Verifier::verify's rule) from the target's
+  // k + 1 rows: ids[i] (i < k) = tokens[i] if accepted, else the draw from norm(max(0, p - q));
+  // ids[k] = the draw from the last row with sampling.u. -1: no finite logit. Returns false,
+  // doing nothing, on a backend without the op. logits: [k + 1, V] f32; ids: [1, k + 1] i32.
+  virtual bool verify_sampled(const Tensor& /*logits*/, const RowSampling& /*sampling*/,
+                              const SampledDraft& /*draft*/, Tensor& /*ids*/) {
     return false;
   }
   // The attention inputs of one layer: rope on q ([M, n_heads * head_dim] f32) and on k, then k

@@ -299,7 +299,7 @@ void BatchEngine::decode_round(std::vector<Sequence*>& batch) {
       if (greedy) {
         backend.argmax_rows(logits, ids);
       } else {
-        host_logits = !backend.sample_rows(logits, plain_draws(group, logits.rows), ids);
+        host_logits = !backend.sample_rows(logits, plain_draws(group, logits.rows), ids, nullptr);
       }
       if (!host_logits) backend.copy_to_host(ids_.data(), ids.data, ids.bytes());
     }

@@ -24,6 +24,8 @@ Generator::Generator(Transformer& model, KvCache& kv, Drafter* drafter,
       ids_buffer_(model.backend().alloc(model.limits().max_logit_rows * sizeof(int32_t))),
       ids_(model.limits().max_logit_rows),
       row_sampling_(model.limits().max_logit_rows),
+      u_accept_(model.limits().max_logit_rows),
+      u_resample_(model.limits().max_logit_rows),
       rows_(model.limits().max_rows),
       positions_(model.limits().max_rows),
       slots_(model.limits().max_rows, slot) {
@@ -76,8 +78,23 @@ void Generator::fetch_for_verify(const Tensor& logits, const SamplingParams& par
                           random_uniform(params.seed, position + i, RandomPurpose::kSample)};
     }
     fetched_ids_ = backend.sample_rows(
-        logits, std::span<const RowSampling>(row_sampling_.data(), logits.rows), ids);
+        logits, std::span<const RowSampling>(row_sampling_.data(), logits.rows), ids, nullptr);
+  } else if (!params.has_penalties() && proposal_.device_probs.data != nullptr) {
+    // Sampled drafts whose q stayed on this device: speculative sampling there.
+    const int k = static_cast<int>(proposal_.tokens.size());
+    for (int i = 0; i < k; ++i) {
+      u_accept_[i] = random_uniform(params.seed, position + i, RandomPurpose::kAccept);
+      u_resample_[i] = random_uniform(params.seed, position + i, RandomPurpose::kResample);
+    }
+    const RowSampling last{params.temperature, params.top_k, params.top_p, params.min_p,
+                           random_uniform(params.seed, position + k, RandomPurpose::kSample)};
+    const SampledDraft draft{proposal_.tokens, &proposal_.device_probs,
+                             std::span<const double>(u_accept_.data(), k),
+                             std::span<const double>(u_resample_.data(), k)};
+    fetched_ids_ = backend.verify_sampled(logits, last, draft, ids);
   }
+  SPECD_CHECK(fetched_ids_ || proposal_.device_probs.data == nullptr,
+              "sampled drafts left on the device need device-side verification");
   if (fetched_ids_) {
     backend.copy_to_host(ids_.data(), ids.data, ids.bytes());
   } else {
@@ -139,6 +156,8 @@ GenerationResult Generator::generate(const GenerateRequest& request,
   // The first token comes from the prompt's last row: a verification of an empty draft. Fetching
   // that row waits for the device, so the prefill time includes all of its work.
   proposal_.tokens.clear();
+  proposal_.verify_device = model_.backend().device();
+  proposal_.device_probs = Tensor{};
   fetch_for_verify(logits, params, n_prompt);
   double t0 = now_seconds();
   stats.prefill_seconds = t0 - start;
@@ -154,6 +173,7 @@ GenerationResult Generator::generate(const GenerateRequest& request,
     int k = drafter_ ? policy.choose() : 0;
     k = std::min({k, remaining - 1, capacity - n});
     proposal_.tokens.clear();
+    proposal_.device_probs = Tensor{};
     proposal_.seconds = 0;
     if (k > 0) drafter_->propose(context_, k, params, proposal_);
     const int drafted = static_cast<int>(proposal_.tokens.size());

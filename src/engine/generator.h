@@ -32,8 +32,9 @@ class Generator {
  private:
   // Copies what verification of `logits` ([rows, vocab] on the model's device; row i at
   // `position` + i) needs to the host, waiting for the forward: one token id per row, chosen on
-  // the device, when no penalties apply and the proposals are point masses (the argmax when
-  // greedy, else plain decoding's own draw where the backend samples); else the logit rows.
+  // the device, when no penalties apply (the argmax when greedy; plain decoding's own draw for
+  // point-mass proposals; speculative sampling for sampled drafts whose q is on this device),
+  // where the backend samples; else the logit rows.
   void fetch_for_verify(const Tensor& logits, const SamplingParams& params, int64_t position);
   void verify_fetched(const SamplingParams& params, int64_t position);
 
@@ -47,15 +48,16 @@ class Generator {
   TokenHistory output_history_;
   DraftProposal proposal_;
   VerifyResult verdict_;
-  std::vector<int32_t> context_;           // prompt + emitted tokens
-  std::vector<float> logits_;              // [max_logit_rows, vocab] host copy
-  bool fetched_ids_ = false;               // the last fetch copied token ids, not logits
-  DeviceBuffer ids_buffer_;                // [max_logit_rows] i32 on the model's device
-  std::vector<int32_t> ids_;               // [max_logit_rows] host copy
-  std::vector<RowSampling> row_sampling_;  // [max_logit_rows]
-  std::vector<int32_t> rows_;              // [max_rows] tokens of one forward
-  std::vector<int32_t> positions_;         // [max_rows]
-  std::vector<int32_t> slots_;             // [max_rows]
+  std::vector<int32_t> context_;               // prompt + emitted tokens
+  std::vector<float> logits_;                  // [max_logit_rows, vocab] host copy
+  bool fetched_ids_ = false;                   // the last fetch copied token ids, not logits
+  DeviceBuffer ids_buffer_;                    // [max_logit_rows] i32 on the model's device
+  std::vector<int32_t> ids_;                   // [max_logit_rows] host copy
+  std::vector<RowSampling> row_sampling_;      // [max_logit_rows]
+  std::vector<double> u_accept_, u_resample_;  // [max_logit_rows] uniforms of sampled drafts
+  std::vector<int32_t> rows_;                  // [max_rows] tokens of one forward
+  std::vector<int32_t> positions_;             // [max_rows]
+  std::vector<int32_t> slots_;                 // [max_rows]
 };
 
 }  // namespace specd

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/tensor.h"
 #include "sample/sampling_params.h"
 
 namespace specd {
@@ -17,7 +18,11 @@ struct DraftProposal {
   // for i < tokens.size() when `sampled`; otherwise the proposals are point masses.
   std::vector<float> probs;
   bool sampled = false;
-  double seconds = 0;  // time spent proposing
+  // Where verification runs (the caller sets it): a drafter that samples on that device may
+  // leave q there, in `device_probs` ([k, vocab] f32), instead of in `probs`.
+  Device verify_device{};
+  Tensor device_probs;  // empty (data == nullptr) when q is in `probs`
+  double seconds = 0;   // time spent proposing
 };
 
 class Drafter {

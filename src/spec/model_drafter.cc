@@ -21,9 +21,16 @@ ModelDrafter::ModelDrafter(Transformer& model, KvCache& kv, int target_vocab, in
       positions_(model.limits().max_rows),
       logits_(model.config().vocab_size),
       scratch_(target_vocab),
-      argmax_buffer_(model.backend().alloc(sizeof(int32_t))) {
+      argmax_buffer_(model.backend().alloc(sizeof(int32_t))),
+      max_k_(max_k) {
   SPECD_CHECK(max_k >= 0, "draft length must be >= 0");
   cached_.reserve(kv.shape().capacity);
+  if (model.backend().samples_on_device() && max_k > 0) {
+    // Columns past the draft's vocabulary stay zero: q gives them no mass.
+    const std::vector<float> zeros(static_cast<size_t>(max_k) * target_vocab, 0.0f);
+    q_rows_ = model.backend().alloc(zeros.size() * sizeof(float));
+    model.backend().copy_to_device(q_rows_.data(), zeros.data(), zeros.size() * sizeof(float));
+  }
 }
 
 void ModelDrafter::reset() {
@@ -88,6 +95,7 @@ void ModelDrafter::propose(std::span<const int32_t> context, int max_k,
   double start = now_seconds();
   out.tokens.clear();
   out.sampled = !params.greedy();
+  out.device_probs = Tensor{};
   if (out.sampled && out.probs.size() < static_cast<size_t>(max_k) * target_vocab_) {
     out.probs.resize(static_cast<size_t>(max_k) * target_vocab_);
   }
@@ -99,7 +107,12 @@ void ModelDrafter::propose(std::span<const int32_t> context, int max_k,
   // Greedy drafting without the confidence stop picks tokens on the device: one id crosses to
   // the host per draft token instead of a logits row.
   const bool device_argmax = !out.sampled && p_min_ <= 0;
+  // Sampled drafting where the target verifies on this device draws there too and leaves q there.
   Backend& backend = model_.backend();
+  const bool device_q = out.sampled && !params.has_penalties() && p_min_ <= 0 &&
+                        q_rows_.data() != nullptr && max_k <= max_k_ &&
+                        out.verify_device == backend.device();
+  const Tensor q_rows = device_q ? q_rows_.view(DType::kF32, max_k, target_vocab_) : Tensor{};
   for (int j = 0; j < max_k; ++j) {
     int32_t token = 0;
     float top_prob = 1.0f;
@@ -109,6 +122,17 @@ void ModelDrafter::propose(std::span<const int32_t> context, int max_k,
       Tensor id = argmax_buffer_.view(DType::kI32, 1, 1);
       backend.argmax_rows(shared, id);
       backend.copy_to_host(&token, id.data, sizeof(int32_t));
+    } else if (device_q) {
+      Tensor shared = logits;
+      shared.cols = usable_vocab_;
+      Tensor id = argmax_buffer_.view(DType::kI32, 1, 1);
+      Tensor q = q_rows.slice_rows(j, 1);
+      q.cols = usable_vocab_;
+      const RowSampling draw{params.temperature, params.top_k, params.top_p, params.min_p,
+                             random_uniform(params.seed, position, RandomPurpose::kDraft)};
+      backend.sample_rows(shared, std::span<const RowSampling>(&draw, 1), id, &q);
+      backend.copy_to_host(&token, id.data, sizeof(int32_t));
+      SPECD_CHECK(token >= 0, "no token has a finite logit");
     } else {
       backend.copy_to_host(logits_.data(), logits.data, logits_.size() * sizeof(float));
       float* probs =
@@ -125,6 +149,7 @@ void ModelDrafter::propose(std::span<const int32_t> context, int max_k,
     kv_.set_length(0, static_cast<int>(cached_.size()));
     ++position;
   }
+  if (device_q) out.device_probs = q_rows.slice_rows(0, static_cast<int64_t>(out.tokens.size()));
   out.seconds = now_seconds() - start;
 }
 

@@ -39,7 +39,9 @@ class ModelDrafter final : public Drafter {
   std::vector<int32_t> positions_;  // [max_rows] scratch
   std::vector<float> logits_;       // [draft vocab] host copy
   std::vector<float> scratch_;      // [target vocab] probabilities
-  DeviceBuffer argmax_buffer_;      // [1] i32 on the draft's device: greedy drafts
+  DeviceBuffer argmax_buffer_;      // [1] i32 on the draft's device: greedy and sampled drafts
+  DeviceBuffer q_rows_;  // [max_k, target vocab] f32 on a sampling device: q of sampled drafts
+  int max_k_;
 };
 
 }  // namespace specd

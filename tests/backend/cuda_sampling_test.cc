@@ -9,6 +9,7 @@
 #include "cuda_test_util.h"
 #include "sample/philox.h"
 #include "sample/sampler.h"
+#include "spec/verifier.h"
 #include "test_util.h"
 
 namespace specd {
@@ -36,7 +37,7 @@ class CudaSampling : public backend_test::CudaTest {
     }
     HostTensor ids(DType::kI32, 1, rows);
     Tensor dlogits = upload(logits), dids = upload(ids);
-    EXPECT_TRUE(backend_->sample_rows(dlogits, settings, dids));
+    EXPECT_TRUE(backend_->sample_rows(dlogits, settings, dids, nullptr));
     HostTensor got = download(dids, ids);
     return {got.i32(), got.i32() + rows};
   }
@@ -63,9 +64,9 @@ HostTensor test_logits(int rows, int vocab) {
 TEST_F(CudaSampling, MatchesHostSampler) {
   const int rows = 24, vocab = 5003;
   const HostTensor logits = test_logits(rows, vocab);
-  const Setting settings[] = {{1.0, 0, 1.0, 0.0},  {0.7, 40, 1.0, 0.0},  {1.3, 0, 0.9, 0.0},
-                              {0.8, 0, 1.0, 0.05}, {1.0, 50, 0.8, 0.02}, {0.5, 1, 1.0, 0.0},
-                              {1.0, 0, 0.3, 0.0},  {2.0, 0, 0.95, 0.0},  {0.0, 0, 1.0, 0.0},
+  const Setting settings[] = {{1.0, 0, 1.0, 0.0},   {0.7, 40, 1.0, 0.0},  {1.3, 0, 0.9, 0.0},
+                              {0.8, 0, 1.0, 0.05},  {1.0, 50, 0.8, 0.02}, {0.5, 1, 1.0, 0.0},
+                              {1.0, 0, 0.3, 0.0},   {2.0, 0, 0.95, 0.0},  {0.0, 0, 1.0, 0.0},
                               {1.0, 7, 0.4321, 0.1}};
   Sampler sampler(vocab);
   std::vector<float> probs(vocab);
@@ -138,9 +139,89 @@ TEST_F(CudaSampling, RowsAreIndependentAndRepeatable) {
                                          random_uniform(99, r, RandomPurpose::kSample)}};
     HostTensor ids(DType::kI32, 1, 1);
     Tensor dlogits = upload(one), dids = upload(ids);
-    ASSERT_TRUE(backend_->sample_rows(dlogits, setting, dids));
+    ASSERT_TRUE(backend_->sample_rows(dlogits, setting, dids, nullptr));
     EXPECT_EQ(download(dids, ids).i32()[0], all[r]) << "row " << r;
   }
+}
+
+// Speculative sampling on the device against Verifier::verify on the host: the same emitted
+// tokens for the same uniforms, for drafts near the target (mostly accepted) and far from it
+// (rejections and residual draws), with and without filters.
+TEST_F(CudaSampling, VerifySampledMatchesHostVerifier) {
+  const int vocab = 3001, k = 4;
+  const Setting settings[] = {{1.0, 0, 1.0, 0.0}, {0.8, 0, 0.9, 0.0}, {1.2, 30, 1.0, 0.05}};
+  Sampler sampler(vocab);
+  Verifier verifier(vocab);
+  TokenHistory prompt(vocab), output(vocab);
+  int same = 0, trials = 0, rejected = 0;
+  std::string differences;
+  for (size_t s = 0; s < std::size(settings); ++s) {
+    SamplingParams params;
+    params.temperature = settings[s].temperature;
+    params.top_k = settings[s].top_k;
+    params.top_p = settings[s].top_p;
+    params.min_p = settings[s].min_p;
+    for (int trial = 0; trial < 40; ++trial) {
+      params.seed = 1000 * s + trial;
+      const bool far = trial % 2 == 1;
+      const HostTensor target =
+          HostTensor(DType::kF32, k + 1, vocab).random(300 + trial, -4.0f, 4.0f);
+      // The draft: the target's logits plus noise (near), or unrelated logits (far).
+      HostTensor draft_logits = HostTensor(DType::kF32, k, vocab).random(500 + trial, -4.0f, 4.0f);
+      for (int i = 0; !far && i < k; ++i) {
+        for (int c = 0; c < vocab; ++c) {
+          draft_logits.t().row<float>(i)[c] =
+              target.t().row<const float>(i)[c] + 0.3f * draft_logits.t().row<float>(i)[c];
+        }
+      }
+      DraftProposal proposal;
+      proposal.sampled = true;
+      proposal.probs.assign(static_cast<size_t>(k) * vocab, 0.0f);
+      HostTensor q(DType::kF32, k, vocab);
+      const int64_t position = 40;
+      for (int i = 0; i < k; ++i) {
+        std::span<float> qi(proposal.probs.data() + static_cast<size_t>(i) * vocab, vocab);
+        sampler.distribution({draft_logits.t().row<const float>(i), static_cast<size_t>(vocab)},
+                             params, qi);
+        std::copy(qi.begin(), qi.end(), q.t().row<float>(i));
+        proposal.tokens.push_back(Sampler::sample_from(
+            qi, random_uniform(params.seed, position + i, RandomPurpose::kDraft)));
+      }
+      VerifyResult want;
+      output.clear();
+      verifier.verify(target.t().ptr<const float>(), proposal, params, position, prompt, output,
+                      want);
+
+      std::vector<double> u_accept(k), u_resample(k);
+      for (int i = 0; i < k; ++i) {
+        u_accept[i] = random_uniform(params.seed, position + i, RandomPurpose::kAccept);
+        u_resample[i] = random_uniform(params.seed, position + i, RandomPurpose::kResample);
+      }
+      const RowSampling last{params.temperature, params.top_k, params.top_p, params.min_p,
+                             random_uniform(params.seed, position + k, RandomPurpose::kSample)};
+      Tensor dq = upload(q);
+      const SampledDraft draft{proposal.tokens, &dq, u_accept, u_resample};
+      HostTensor ids(DType::kI32, 1, k + 1);
+      Tensor dtarget = upload(target), dids = upload(ids);
+      ASSERT_TRUE(backend_->verify_sampled(dtarget, last, draft, dids));
+      HostTensor got_ids = download(dids, ids);
+      VerifyResult got;
+      output.clear();
+      Verifier::verify_tokens(got_ids.i32(), proposal, output, got);
+      ++trials;
+      rejected += want.accepted < k ? 1 : 0;
+      if (got.emitted == want.emitted) {
+        ++same;
+      } else {
+        differences += " (setting " + std::to_string(s) + ", trial " + std::to_string(trial) +
+                       ": accepted " + std::to_string(got.accepted) + " vs " +
+                       std::to_string(want.accepted) + ")";
+      }
+    }
+  }
+  EXPECT_GT(rejected, trials / 4) << "the far drafts must exercise rejections";
+  // One difference at most: a draw within rounding of a boundary (sums in another order).
+  EXPECT_GE(same, trials - 1) << differences;
 }
 
 }  // namespace

@@ -54,7 +54,11 @@ class CudaBackend final : public Backend {
   void store_kv(const Tensor& k, const Tensor& v, const KvLayerView& cache,
                 const AttentionRows& rows) override;
   void argmax_rows(const Tensor& logits, Tensor& ids) override;
-  bool sample_rows(const Tensor& logits, std::span<const RowSampling> rows, Tensor& ids) override;
+  bool samples_on_device() const override { return sampling_; }
+  bool sample_rows(const Tensor& logits, std::span<const RowSampling> rows, Tensor& ids,
+                   Tensor* probs) override;
+  bool verify_sampled(const Tensor& logits, const RowSampling& sampling, const SampledDraft& draft,
+                      Tensor& ids) override;
   void rope_store_kv(Tensor& q, Tensor& k, const Tensor& v, int n_heads, const RopeTable& table,
                      const KvLayerView& cache, const AttentionRows& rows) override;
   void attention(const Tensor& q, int n_heads, const KvLayerView& cache, const AttentionRows& rows,

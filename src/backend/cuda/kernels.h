@@ -152,9 +152,28 @@ struct SampleRowsArgs {
   int rows = 0, cols = 0;
   float* weights = nullptr;  // [rows, cols] f32 scratch
   int32_t* ids = nullptr;
+  float* probs = nullptr;  // or [first_row + rows, probs_stride] f32: the kept distribution
+  int64_t probs_stride = 0;
   SampleRow row[kMaxRows];
 };
 void sample_rows(const SampleRowsArgs& args, cudaStream_t stream);
+
+// Speculative sampling of k = rows - 1 sampled draft tokens (see Backend::verify_sampled).
+struct VerifySampledArgs {
+  static constexpr int kMaxRows = 16;
+  const float* logits = nullptr;  // [rows, cols] f32: the target's rows
+  int64_t stride = 0;
+  const float* q = nullptr;  // [rows - 1, q_stride] f32: the draft's distributions
+  int64_t q_stride = 0;
+  int rows = 0, cols = 0;
+  float* weights = nullptr;  // [rows, cols] f32 scratch
+  int32_t* ids = nullptr;    // [rows]
+  SampleRow sampling;        // the request's settings (its u unused)
+  int32_t draft[kMaxRows] = {};
+  double u_accept[kMaxRows] = {}, u_resample[kMaxRows] = {};
+  double u_sample = 0.0;  // the last row's draw
+};
+void verify_sampled(const VerifySampledArgs& args, cudaStream_t stream);
 
 // rope on q and k, then k and v into the cache (one launch).
 struct RopeStoreArgs {

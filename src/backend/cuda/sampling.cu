@@ -166,72 +166,63 @@ __device__ float kth_largest(const float* row, int cols, int k, BlockScratch& s)
   return key_float(prefix);
 }
 
-// Row blockIdx.x: the distribution of Sampler::distribution (candidates, exp of the scaled
-// logits, the nucleus and min-p cut in probability order with ties by column), then the first
-// column whose running sum in column order passes u times the kept mass. ids[r] = -1 when no
-// logit is finite. weights: [rows, cols] f32 scratch.
-__global__ void __launch_bounds__(kThreads) sample_kernel(SampleRowsArgs a) {
-  __shared__ BlockScratch s;
-  const int r = blockIdx.x;
-  const SampleRow p = a.row[r];
-  const int cols = a.cols;
-  const float* row = a.logits + (a.first_row + r) * a.stride;
-  float* w = a.weights + static_cast<int64_t>(r) * cols;
-  wait_for_inputs();
-  allow_next_kernel();
-  if (p.inv_temperature == 0.0) {  // greedy
-    const int idx = row_argmax(row, cols);
-    if (threadIdx.x == 0) a.ids[a.first_row + r] = idx;
-    return;
+// The columns a thread owns in the column-ordered passes: [t * span, (t + 1) * span).
+struct Columns {
+  int begin, end;
+  __device__ explicit Columns(int cols) {
+    const int span = (cols + kThreads - 1) / kThreads;
+    begin = min(cols, static_cast<int>(threadIdx.x) * span);
+    end = min(cols, begin + span);
   }
+};
 
+// The distribution of Sampler::distribution for one row: w[c] = the kept weight of column c
+// (exp of the scaled logit relative to the largest, 0 for columns cut by top-k, top-p or min-p);
+// returns the kept total, 0 when no logit is finite. `mine` = the kept weight of this thread's
+// columns. Top-p and min-p work in probability order with ties by column: the last kept value v
+// is the smallest weight with (mass strictly above v) < top_p * total (binary search over float
+// bits); of the tokens tied at v, those with the lowest columns are kept while the mass allows.
+__device__ double kept_weights(const float* row, int cols, const SampleRow& p, float* w,
+                               const Columns& own, double& mine, BlockScratch& s) {
   float max_logit = -INFINITY;
   for (int c = threadIdx.x; c < cols; c += kThreads) max_logit = fmaxf(max_logit, row[c]);
 #pragma unroll
   for (int offset = 16; offset > 0; offset /= 2) {
     max_logit = fmaxf(max_logit, __shfl_xor_sync(0xffffffffu, max_logit, offset));
   }
+  __syncthreads();
   if (threadIdx.x % 32 == 0) s.d[threadIdx.x / 32] = max_logit;
   __syncthreads();
   max_logit = -INFINITY;
   for (int i = 0; i < kThreads / 32; ++i) max_logit = fmaxf(max_logit, static_cast<float>(s.d[i]));
   __syncthreads();
-  if (max_logit == -INFINITY) {
-    if (threadIdx.x == 0) a.ids[a.first_row + r] = -1;
-    return;
-  }
+  mine = 0.0;
+  if (max_logit == -INFINITY) return 0.0;
   const float threshold =
       p.top_k > 0 && p.top_k < cols ? kth_largest(row, cols, p.top_k, s) : -INFINITY;
 
-  // Unnormalised weights exp((l - max) / T) of the candidates; the largest is exp(0) = 1.
-  double total = 0.0;
+  double total = 0.0;  // the largest weight is exp(0) = 1
   for (int c = threadIdx.x; c < cols; c += kThreads) {
     const float l = row[c];
     const bool candidate = l >= threshold && l > -INFINITY;
-    const float e =
-        candidate
-            ? static_cast<float>(exp((static_cast<double>(l) - max_logit) * p.inv_temperature))
-            : 0.0f;
-    w[c] = e;
-    total += e;
+    w[c] = candidate
+               ? static_cast<float>(exp((static_cast<double>(l) - max_logit) * p.inv_temperature))
+               : 0.0f;
+    total += w[c];
   }
   total = block_sum(total, s);
 
-  // Nucleus and min-p: in probability order, keep while the mass before a token is below top_p
-  // and its probability at least min_p times the largest. The last kept value v is the smallest
-  // weight with (mass strictly above v) < top_p * total (binary search over float bits); of the
-  // tokens tied at v, those with the lowest columns are kept while the running mass allows.
   float cut = 0.0f;   // weights > cut are kept
   float tie = -1.0f;  // weights == tie: the first tie_keep of them (by column) are kept
   int tie_keep = 0;
   if (p.top_p < 1.0) {
     const double limit = p.top_p * total;
-    unsigned lo = 0, hi = __float_as_uint(1.0f);  // answer in (lo, hi]
     auto mass_above = [&](float v) {
       double m = 0.0;
       for (int c = threadIdx.x; c < cols; c += kThreads) m += w[c] > v ? w[c] : 0.0f;
       return block_sum(m, s);
     };
+    unsigned lo = 0, hi = __float_as_uint(1.0f);  // mass_above(hi) < limit <= mass_above(lo)
     if (mass_above(0.0f) < limit) hi = 0;
     while (lo + 1 < hi) {
       const unsigned mid = lo + (hi - lo) / 2;
@@ -242,45 +233,38 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(SampleRowsArgs a) {
       }
     }
     const float v = __uint_as_float(hi);
-    const double above = mass_above(v);
+    double running = mass_above(v);
     int ties = 0;
     for (int c = threadIdx.x; c < cols; c += kThreads) ties += w[c] == v ? 1 : 0;
     ties = block_sum(ties, s);
-    double running = above;
     while (tie_keep < ties && running < limit) running += v, ++tie_keep;
     cut = v;
     tie = v;
   }
   const float min_weight = static_cast<float>(p.min_p);  // times the largest weight, 1
-  auto kept_in_order = [&](float e, int tie_rank) {
-    if (e < min_weight || e == 0.0f) return false;
-    return e > cut || (e == tie && tie_rank < tie_keep);
-  };
 
-  // Column-ordered pass: thread t owns columns [t * span, (t + 1) * span).
-  const int span = (cols + kThreads - 1) / kThreads;
-  const int begin = min(cols, static_cast<int>(threadIdx.x) * span), end = min(cols, begin + span);
+  // Column order: ties ranked by column, then each thread keeps or zeroes its own columns.
   int my_ties = 0;
-  for (int c = begin; c < end; ++c) my_ties += w[c] == tie ? 1 : 0;
-  // Ties before this thread's columns (an inclusive prefix of counts, as doubles: exact).
-  const int tie_base = static_cast<int>(block_prefix(static_cast<double>(my_ties), s)) - my_ties;
-  double mine = 0.0;
-  int rank = tie_base;
-  for (int c = begin; c < end; ++c) {
+  for (int c = own.begin; c < own.end; ++c) my_ties += w[c] == tie ? 1 : 0;
+  int rank = static_cast<int>(block_prefix(static_cast<double>(my_ties), s)) - my_ties;
+  for (int c = own.begin; c < own.end; ++c) {
     const float e = w[c];
-    const bool keep = kept_in_order(e, rank);
+    const bool keep = e > 0.0f && e >= min_weight && (e > cut || (e == tie && rank < tie_keep));
     if (e == tie) ++rank;
     w[c] = keep ? e : 0.0f;
     mine += keep ? e : 0.0f;
   }
-  const double through = block_prefix(mine, s);  // kept mass up to the end of my columns
-  __syncthreads();
-  if (threadIdx.x == kThreads - 1) s.d[0] = through;
-  __syncthreads();
-  const double target = p.u * s.d[0];
-  double running = through - mine;
+  const double kept = block_sum(mine, s);
+  return kept;
+}
+
+// The first column (in column order over w, this thread's own columns summing to `mine`) whose
+// running sum passes `target`; the last positive column when rounding leaves none.
+__device__ int draw_column(const float* w, const Columns& own, double mine, double target,
+                           BlockScratch& s) {
+  double running = block_prefix(mine, s) - mine;
   int chosen = -1, last = -1;
-  for (int c = begin; c < end; ++c) {
+  for (int c = own.begin; c < own.end; ++c) {
     if (w[c] == 0.0f) continue;
     running += w[c];
     last = c;
@@ -289,14 +273,83 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(SampleRowsArgs a) {
       break;
     }
   }
-  // The first crossing column; none (rounding at the very end): the last kept column.
   __syncthreads();
   if (threadIdx.x == 0) s.i[0] = INT_MAX, s.i[1] = -1;
   __syncthreads();
   if (chosen >= 0) atomicMin(&s.i[0], chosen);
   if (last >= 0) atomicMax(&s.i[1], last);
   __syncthreads();
-  if (threadIdx.x == 0) a.ids[a.first_row + r] = s.i[0] != INT_MAX ? s.i[0] : s.i[1];
+  const int column = s.i[0] != INT_MAX ? s.i[0] : s.i[1];
+  __syncthreads();
+  return column;
+}
+
+// Row blockIdx.x: the argmax when greedy, else the inverse-CDF draw with u from the kept
+// weights; -1 when no logit is finite. With `probs`, also the normalised distribution.
+__global__ void __launch_bounds__(kThreads) sample_kernel(SampleRowsArgs a) {
+  __shared__ BlockScratch s;
+  const int r = blockIdx.x;
+  const SampleRow p = a.row[r];
+  const float* row = a.logits + (a.first_row + r) * a.stride;
+  float* w = a.weights + static_cast<int64_t>(r) * a.cols;
+  wait_for_inputs();
+  allow_next_kernel();
+  int32_t token;
+  if (p.inv_temperature == 0.0) {
+    token = row_argmax(row, a.cols);
+  } else {
+    const Columns own(a.cols);
+    double mine;
+    const double total = kept_weights(row, a.cols, p, w, own, mine, s);
+    if (a.probs != nullptr) {
+      float* q = a.probs + (a.first_row + r) * a.probs_stride;
+      for (int c = own.begin; c < own.end; ++c) q[c] = static_cast<float>(w[c] / total);
+    }
+    token = total > 0.0 ? draw_column(w, own, mine, p.u * total, s) : -1;
+  }
+  if (threadIdx.x == 0) a.ids[a.first_row + r] = token;
+}
+
+// Row i < k checks draft token x_i drawn from q_i (Verifier::verify's rule): x_i when
+// u_accept * q_i(x_i) < p_i(x_i), else a draw with u_resample from norm(max(0, p_i - q_i)), or
+// from p_i when that is empty; row k draws from p_k with its u.
+__global__ void __launch_bounds__(kThreads) verify_sampled_kernel(VerifySampledArgs a) {
+  __shared__ BlockScratch s;
+  const int r = blockIdx.x, k = a.rows - 1;
+  const float* row = a.logits + r * a.stride;
+  float* w = a.weights + static_cast<int64_t>(r) * a.cols;
+  wait_for_inputs();
+  allow_next_kernel();
+  const Columns own(a.cols);
+  double mine;
+  const double total = kept_weights(row, a.cols, a.sampling, w, own, mine, s);
+  int32_t token = -1;
+  if (total > 0.0 && r == k) {
+    token = draw_column(w, own, mine, a.u_sample * total, s);
+  } else if (total > 0.0) {
+    const float* q = a.q + r * a.q_stride;
+    const int x = a.draft[r];
+    __syncthreads();  // w[x] may be another thread's column
+    const float p_x = static_cast<float>(w[x] / total), q_x = q[x];
+    if (q_x > 0.0f && a.u_accept[r] * q_x < p_x) {
+      token = x;
+    } else {
+      double residual = 0.0;
+      __syncthreads();  // every thread has read w[x]
+      for (int c = own.begin; c < own.end; ++c) {
+        w[c] = fmaxf(0.0f, static_cast<float>(w[c] / total) - q[c]);
+        residual += w[c];
+      }
+      const double mass = block_sum(residual, s);
+      if (mass > 0.0) {
+        token = draw_column(w, own, residual, a.u_resample[r] * mass, s);
+      } else {  // p == q up to rounding: a draw from p is exact
+        const double again = kept_weights(row, a.cols, a.sampling, w, own, mine, s);
+        token = draw_column(w, own, mine, a.u_resample[r] * again, s);
+      }
+    }
+  }
+  if (threadIdx.x == 0) a.ids[r] = token;
 }
 
 }  // namespace
@@ -314,6 +367,12 @@ void sample_rows(const SampleRowsArgs& args, cudaStream_t stream) {
   if (args.cols > INT_MAX - kThreads) fail_message("cuda sampling: a row longer than INT_MAX");
   Launch launch(dim3(static_cast<unsigned>(args.rows)), dim3(kThreads), 0, stream);
   check(cudaLaunchKernelEx(&launch.config, sample_kernel, args), "sample_kernel");
+}
+
+void verify_sampled(const VerifySampledArgs& args, cudaStream_t stream) {
+  if (args.cols > INT_MAX - kThreads) fail_message("cuda sampling: a row longer than INT_MAX");
+  Launch launch(dim3(static_cast<unsigned>(args.rows)), dim3(kThreads), 0, stream);
+  check(cudaLaunchKernelEx(&launch.config, verify_sampled_kernel, args), "verify_sampled_kernel");
 }
 
 }  // namespace specd::cuda
