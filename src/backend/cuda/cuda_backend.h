@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -65,6 +66,17 @@ class CudaBackend final : public Backend {
                  float scale, Tensor& out) override;
 
  private:
+  enum ScratchKind {
+    kPartials = 0,  // split-K partials
+    kTickets,       // split-K tickets
+    kBf16X,         // bf16 x
+    kAttention,     // attention partials
+    kDequant,       // bf16 slab of dequantised int8/int4 weights (prefill)
+    kSampling,      // sampling weights
+    kScratchKinds
+  };
+  // Throws unless every tensor is on cuda:`index`.
+  static void check_device(const char* op, int index, std::initializer_list<const Tensor*> tensors);
   // Runs a group of matmuls that share x (one part for plain matmul).
   void run_matmuls(const Tensor& x, std::span<const MatmulPart> parts, bool accumulate);
   // At most 16 rows, one weight dtype: the tensor-core kernels where they take the group, else
@@ -90,8 +102,7 @@ class CudaBackend final : public Backend {
     void* data = nullptr;
     size_t bytes = 0;
   };
-  Scratch scratch_[6];  // split-K partials, split-K tickets, bf16 x, attention partials,
-                        // bf16 slab of dequantised int8/int4 weights (prefill)
+  Scratch scratch_[kScratchKinds];
   struct Recorded {
     int seen = 0;
     CUgraphExec_st* graph = nullptr;
