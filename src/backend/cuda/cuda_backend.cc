@@ -209,6 +209,7 @@ void* CudaBackend::scratch(int which, size_t bytes) {
     check(cudaMemsetAsync(s.data, 0, size, stream_), "cudaMemsetAsync (tickets)");
   }
   s.bytes = size;
+  if (which == kSampling) return s.data;  // token choice runs outside recorded forwards
   for (auto& [key, r] : recorded_) {  // graphs captured the old address
     if (r.graph != nullptr) cudaGraphExecDestroy(r.graph);
   }
