@@ -46,6 +46,38 @@ bool same_tensor(const HostTensor& a, const HostTensor& b) {
 
 class CudaOps : public backend_test::CudaTest {
  protected:
+  // One slot of `capacity` entries, filled with random K/V (seeds `seed`, `seed + 1`) on the
+  // host (for the reference) and on the device through store_kv.
+  struct FilledCache {
+    HostTensor k, v;  // [capacity, kv_heads * head_dim] of cache_dtype
+    Tensor dk{}, dv{};
+    KvLayerView host{}, dev{};
+  };
+  FilledCache filled_cache(DType cache_dtype, int capacity, int kv_heads, int head_dim,
+                           uint32_t seed) {
+    const int width = kv_heads * head_dim;
+    FilledCache c{HostTensor(cache_dtype, capacity, width),
+                  HostTensor(cache_dtype, capacity, width)};
+    HostTensor keys = HostTensor(DType::kF32, capacity, width).random(seed);
+    HostTensor values = HostTensor(DType::kF32, capacity, width).random(seed + 1);
+    c.host =
+        KvLayerView{c.k.t().data, c.v.t().data, cache_dtype, capacity, 1, int64_t{capacity} * width,
+                    kv_heads,     head_dim};
+    c.dk = upload(c.k);
+    c.dv = upload(c.v);
+    c.dev = c.host;
+    c.dev.k = c.dk.data;
+    c.dev.v = c.dv.data;
+    std::vector<int32_t> all(capacity);
+    std::iota(all.begin(), all.end(), 0);
+    HostTensor slots0 = backend_test::i32_vector(std::vector<int32_t>(capacity, 0));
+    HostTensor index = backend_test::i32_vector(all);
+    backend_->store_kv(upload(keys), upload(values), c.dev,
+                       make_rows(capacity, upload(slots0), upload(index), upload(index)));
+    reference::store_kv(keys.t(), values.t(), c.host,
+                        make_rows(capacity, slots0.t(), index.t(), index.t()));
+    return c;
+  }
   // Attention of row r of `rows` (causal, device indices) computed as a one-row batch.
   HostTensor attend_alone(const Tensor& q, int n_heads, const KvLayerView& view,
                           const AttentionRows& rows, int64_t r, float scale) {
@@ -342,25 +374,10 @@ TEST_F(CudaOps, ArgmaxRowsMatchesTheReference) {
 }
 
 TEST_F(CudaOps, AttentionMatchesReferenceAndIsInvariant) {
-  const int kv_heads = 2, head_dim = 64, n_heads = 8, capacity = 300, width = kv_heads * head_dim;
+  const int kv_heads = 2, head_dim = 64, n_heads = 8, capacity = 300;
   for (DType cache_dtype : {DType::kBF16, DType::kF32}) {
-    HostTensor k_cache(cache_dtype, capacity, width), v_cache(cache_dtype, capacity, width);
-    HostTensor keys = HostTensor(DType::kF32, capacity, width).random(21);
-    HostTensor values = HostTensor(DType::kF32, capacity, width).random(22);
-    KvLayerView host_view{k_cache.t().data,          v_cache.t().data, cache_dtype, capacity, 1,
-                          int64_t{capacity} * width, kv_heads,         head_dim};
-    KvLayerView dev_view = host_view;
-    Tensor dk = upload(k_cache), dv = upload(v_cache);
-    dev_view.k = dk.data;
-    dev_view.v = dv.data;
-    std::vector<int32_t> all(capacity);
-    std::iota(all.begin(), all.end(), 0);
-    HostTensor slots0 = backend_test::i32_vector(std::vector<int32_t>(capacity, 0));
-    HostTensor index = backend_test::i32_vector(all);
-    AttentionRows store_rows = make_rows(capacity, upload(slots0), upload(index), upload(index));
-    backend_->store_kv(upload(keys), upload(values), dev_view, store_rows);
-    AttentionRows host_store = make_rows(capacity, slots0.t(), index.t(), index.t());
-    reference::store_kv(keys.t(), values.t(), host_view, host_store);
+    const FilledCache cache = filled_cache(cache_dtype, capacity, kv_heads, head_dim, 21);
+    const KvLayerView &host_view = cache.host, &dev_view = cache.dev;
 
     // Rows at the end of the context (verification) and one early row.
     const std::vector<int32_t> last = {3, 250, 296, 297, 298, 299};
@@ -403,25 +420,10 @@ TEST_F(CudaOps, AttentionMatchesReferenceAndIsInvariant) {
 }
 
 TEST_F(CudaOps, SlidingWindowAttentionMatchesReferenceAndIsInvariant) {
-  const int kv_heads = 1, head_dim = 32, n_heads = 4, capacity = 200, width = kv_heads * head_dim;
+  const int kv_heads = 1, head_dim = 32, n_heads = 4, capacity = 200;
   const int64_t window = 37;
-  HostTensor k_cache(DType::kBF16, capacity, width), v_cache(DType::kBF16, capacity, width);
-  HostTensor keys = HostTensor(DType::kF32, capacity, width).random(51);
-  HostTensor values = HostTensor(DType::kF32, capacity, width).random(52);
-  KvLayerView host_view{k_cache.t().data,          v_cache.t().data, DType::kBF16, capacity, 1,
-                        int64_t{capacity} * width, kv_heads,         head_dim};
-  KvLayerView dev_view = host_view;
-  Tensor dk = upload(k_cache), dv = upload(v_cache);
-  dev_view.k = dk.data;
-  dev_view.v = dv.data;
-  std::vector<int32_t> all(capacity);
-  std::iota(all.begin(), all.end(), 0);
-  HostTensor slots0 = backend_test::i32_vector(std::vector<int32_t>(capacity, 0));
-  HostTensor index = backend_test::i32_vector(all);
-  backend_->store_kv(upload(keys), upload(values), dev_view,
-                     make_rows(capacity, upload(slots0), upload(index), upload(index)));
-  reference::store_kv(keys.t(), values.t(), host_view,
-                      make_rows(capacity, slots0.t(), index.t(), index.t()));
+  const FilledCache cache = filled_cache(DType::kBF16, capacity, kv_heads, head_dim, 51);
+  const KvLayerView &host_view = cache.host, &dev_view = cache.dev;
   // Rows inside and past the first window, verification-style rows at the end.
   const std::vector<int32_t> last = {5, 36, 37, 120, 196, 197, 198, 199};
   const int64_t m = static_cast<int64_t>(last.size());
@@ -451,24 +453,9 @@ TEST_F(CudaOps, PrefillAttentionMatchesReferenceAndIsInvariant) {
   for (int head_dim : {64, 128, 256}) {
     for (int64_t window : {int64_t{0}, int64_t{100}}) {
       if (window > 0 && head_dim != 128) continue;
-      const int width = kv_heads * head_dim;
-      HostTensor k_cache(DType::kBF16, capacity, width), v_cache(DType::kBF16, capacity, width);
-      HostTensor keys = HostTensor(DType::kF32, capacity, width).random(61 + head_dim);
-      HostTensor values = HostTensor(DType::kF32, capacity, width).random(62 + head_dim);
-      KvLayerView host_view{k_cache.t().data,          v_cache.t().data, DType::kBF16, capacity, 1,
-                            int64_t{capacity} * width, kv_heads,         head_dim};
-      KvLayerView dev_view = host_view;
-      Tensor dk = upload(k_cache), dv = upload(v_cache);
-      dev_view.k = dk.data;
-      dev_view.v = dv.data;
-      std::vector<int32_t> all(capacity);
-      std::iota(all.begin(), all.end(), 0);
-      HostTensor slots0 = backend_test::i32_vector(std::vector<int32_t>(capacity, 0));
-      HostTensor index = backend_test::i32_vector(all);
-      backend_->store_kv(upload(keys), upload(values), dev_view,
-                         make_rows(capacity, upload(slots0), upload(index), upload(index)));
-      reference::store_kv(keys.t(), values.t(), host_view,
-                          make_rows(capacity, slots0.t(), index.t(), index.t()));
+      const FilledCache cache =
+          filled_cache(DType::kBF16, capacity, kv_heads, head_dim, 61 + head_dim);
+      const KvLayerView &host_view = cache.host, &dev_view = cache.dev;
 
       // A 300-row chunk at entries [390, 690), then the last 283 and the last 17 of it alone.
       const int64_t start = 390, m = 300;
