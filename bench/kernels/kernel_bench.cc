@@ -2,9 +2,10 @@
 //
 // Usage: specd_kernel_bench [threads] [section...]; sections: bw, matmul (bf16 weights),
 // matmul-all (f32, f16, bf16), matmul-hot (bf16, cache-resident weights), quant (block-quantised
-// weights), gemm, attention, attention-cold (KV cache read from DRAM), fma (default: all but
-// matmul-all). Except in matmul-hot, weights are cycled through copies larger than the last-level
-// cache, so every matmul reads its weight from DRAM as in a real forward pass.
+// weights), quant-hot (the same, cache-resident), gemm, attention, attention-cold (KV cache read
+// from DRAM), fma (default: all but matmul-all). Except in matmul-hot, weights are cycled through
+// copies larger than the last-level cache, so every matmul reads its weight from DRAM as in a real
+// forward pass.
 #include <cblas.h>
 
 #include <algorithm>
@@ -163,6 +164,48 @@ void bench_matmul_hot(CpuBackend& backend, int threads) {
   }
 }
 
+// Random blocks of `dtype` whose f16 scales are set to small finite values (about 0.008 to
+// 0.016).
+void fill_random_blocks(void* data, DType dtype, size_t w_bytes, std::mt19937& rng) {
+  auto* bytes = static_cast<uint8_t*>(data);
+  for (size_t i = 0; i < w_bytes; ++i) bytes[i] = static_cast<uint8_t>(rng());
+  const size_t block_bytes = dtype_block_bytes(dtype);
+  for (size_t b = 0; b < w_bytes / block_bytes; ++b) {
+    for (size_t off : block_half_offsets(dtype)) {
+      const uint16_t half = 0x2000 | (rng() & 0x3ff);
+      std::memcpy(bytes + b * block_bytes + off, &half, 2);
+    }
+  }
+}
+
+// Block-quantised weights that stay in each core's L2 ([256 x threads, 2048]): the kernels'
+// arithmetic rate without DRAM, in weight elements per nanosecond. Best of 200 timings of 10
+// calls.
+void bench_matmul_quant_hot(CpuBackend& backend, int threads) {
+  const DType formats[] = {DType::kQ8_0, DType::kQ4_0, DType::kQ4_1, DType::kQ5_0,
+                           DType::kQ5_1, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K};
+  const int64_t n = 256 * threads, k = 2048;
+  std::vector<float> x(16 * k), y(16 * n);
+  fill_random(x.data(), DType::kF32, x.size(), 3);
+  for (DType dtype : formats) {
+    const size_t w_bytes = dtype_row_bytes(dtype, k) * static_cast<size_t>(n);
+    DeviceBuffer w = backend.alloc(w_bytes);
+    std::mt19937 rng(11);
+    fill_random_blocks(w.data(), dtype, w_bytes, rng);
+    for (int64_t m : {1, 5}) {
+      Tensor xt = Tensor::make(x.data(), DType::kF32, m, k);
+      Tensor yt = Tensor::make(y.data(), DType::kF32, m, n);
+      auto [t, best] = time_calls(200, [&](int) {
+        for (int i = 0; i < 10; ++i) backend.matmul(xt, w.view(dtype, n, k), nullptr, yt, false);
+      });
+      std::printf("matmul-hot %-4s N=%-5lld K=%lld M=%-2lld best %7.2f us %6.2f elem/ns\n",
+                  std::string(dtype_name(dtype)).c_str(), static_cast<long long>(n),
+                  static_cast<long long>(k), static_cast<long long>(m), best / 10 * 1e6,
+                  static_cast<double>(n * k) / (best / 10) / 1e9);
+    }
+  }
+}
+
 // Block-quantised weights at SmolLM2 / Gemma 3 shapes: random blocks whose f16 scales are set to
 // small finite values. Reports the best call (the machine may be shared) in GB/s of weight bytes
 // and weight elements per nanosecond.
@@ -175,7 +218,6 @@ void bench_matmul_quant(CpuBackend& backend) {
   // SmolLM2-sized layers, a 49k-token head, and Gemma 3 270M's 262k-token head (q8_0 there).
   const Shape shapes[] = {{2048, 768}, {768, 2048}, {49152, 512}, {262144, 640}};
   for (DType dtype : formats) {
-    const std::vector<size_t> halves = block_half_offsets(dtype);
     for (const Shape& s : shapes) {
       const size_t w_bytes = dtype_row_bytes(dtype, s.k) * static_cast<size_t>(s.n);
       const size_t copies = std::max<size_t>(1, kColdBytes / 4 / w_bytes);
@@ -183,15 +225,7 @@ void bench_matmul_quant(CpuBackend& backend) {
       std::mt19937 rng(11);
       for (size_t c = 0; c < copies; ++c) {
         weights.push_back(backend.alloc(w_bytes));
-        auto* bytes = static_cast<uint8_t*>(weights.back().data());
-        for (size_t i = 0; i < w_bytes; ++i) bytes[i] = static_cast<uint8_t>(rng());
-        const size_t block_bytes = dtype_block_bytes(dtype);
-        for (size_t b = 0; b < w_bytes / block_bytes; ++b) {
-          for (size_t off : halves) {
-            const uint16_t half = 0x2000 | (rng() & 0x3ff);  // about 0.008 to 0.016
-            std::memcpy(bytes + b * block_bytes + off, &half, 2);
-          }
-        }
+        fill_random_blocks(weights.back().data(), dtype, w_bytes, rng);
       }
       std::vector<float> x(16 * s.k), y(16 * s.n);
       fill_random(x.data(), DType::kF32, x.size(), 3);
@@ -289,8 +323,8 @@ void bench_attention_cold(CpuBackend& backend) {
     const char* name;
     int n_heads, n_kv, dh;
   };
-  const Shape shapes[] = {{"demo target", 6, 2, 64}, {"qwen3-0.6b", 16, 8, 128},
-                          {"gemma3-270m", 4, 1, 256}};
+  const Shape shapes[] = {
+      {"demo target", 6, 2, 64}, {"qwen3-0.6b", 16, 8, 128}, {"gemma3-270m", 4, 1, 256}};
   for (const Shape& sh : shapes) {
     for (int64_t ctx : {768, 2048}) {
       const int64_t capacity = ctx + 16;
@@ -309,8 +343,14 @@ void bench_attention_cold(CpuBackend& backend) {
         Tensor ot = Tensor::make(out.data(), DType::kF32, m, sh.n_heads * sh.dh);
         auto [t, best] = time_calls(200, [&](int i) {
           const size_t c = static_cast<size_t>(i) % copies;
-          KvLayerView cache{kc.data() + c * elems, vc.data() + c * elems, DType::kBF16, capacity, 1,
-                            capacity * sh.n_kv * sh.dh, sh.n_kv, sh.dh};
+          KvLayerView cache{kc.data() + c * elems,
+                            vc.data() + c * elems,
+                            DType::kBF16,
+                            capacity,
+                            1,
+                            capacity * sh.n_kv * sh.dh,
+                            sh.n_kv,
+                            sh.dh};
           backend.attention(qt, sh.n_heads, cache, rows, 0.088f, ot);
         });
         const double bytes = 2.0 * ctx * sh.n_kv * sh.dh * 2;
@@ -378,6 +418,7 @@ int main(int argc, char** argv) {
   if (want("matmul") || all) specd::bench_matmul(backend, reader, all);
   if (want("matmul-hot")) specd::bench_matmul_hot(backend, threads);
   if (want("quant")) specd::bench_matmul_quant(backend);
+  if (want("quant-hot")) specd::bench_matmul_quant_hot(backend, threads);
   if (want("gemm")) specd::bench_gemm(backend, threads);
   if (want("attention")) specd::bench_attention(backend);
   if (want("attention-cold")) specd::bench_attention_cold(backend);

@@ -1,4 +1,4 @@
-// Spin-then-sleep thread pool with static, timing-independent loop partitioning.
+// Spin-then-sleep thread pool: static, timing-independent loop partitioning, or claimed chunks.
 #include "core/thread_pool.h"
 
 #include <algorithm>
@@ -21,8 +21,7 @@ constexpr int kSpinIterations = 4000;
 constexpr double kYieldSeconds = 0.002;
 
 double seconds_now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 }  // namespace
 
@@ -58,11 +57,45 @@ int ThreadPool::hardware_threads() {
 }
 
 void ThreadPool::run_share(int thread) {
+  if (job_claimed_) {
+    for (;;) {
+      const int64_t begin = next_chunk_.fetch_add(job_grain_, std::memory_order_relaxed);
+      if (begin >= job_n_) return;
+      (*job_)(begin, std::min(job_n_, begin + job_grain_), thread);
+    }
+  }
   int64_t per = (job_n_ + n_threads_ - 1) / n_threads_;
   per = (per + job_grain_ - 1) / job_grain_ * job_grain_;
   int64_t begin = std::min<int64_t>(job_n_, per * thread);
   int64_t end = std::min<int64_t>(job_n_, begin + per);
   if (begin < end) (*job_)(begin, end, thread);
+}
+
+void ThreadPool::start_job(const std::function<void(int64_t, int64_t, int)>& fn, int64_t n,
+                           int64_t grain, bool claimed) {
+  job_ = &fn;
+  job_n_ = n;
+  job_grain_ = std::max<int64_t>(1, grain);
+  job_claimed_ = claimed;
+  next_chunk_.store(0, std::memory_order_relaxed);
+  pending_.store(n_threads_ - 1, std::memory_order_relaxed);
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    generation_.fetch_add(1, std::memory_order_release);
+  }
+  wake_.notify_all();
+  run_share(0);
+}
+
+void ThreadPool::finish_job() {
+  for (int spins = 0; pending_.load(std::memory_order_acquire) != 0; ++spins) {
+    if (spins < kSpinIterations) {
+      SPECD_CPU_RELAX();
+    } else {
+      std::this_thread::yield();
+    }
+  }
+  job_ = nullptr;
 }
 
 void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64_t, int)>& fn,
@@ -72,24 +105,19 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64
     fn(0, n, 0);
     return;
   }
-  job_ = &fn;
-  job_n_ = n;
-  job_grain_ = std::max<int64_t>(1, grain);
-  pending_.store(n_threads_ - 1, std::memory_order_relaxed);
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    generation_.fetch_add(1, std::memory_order_release);
+  start_job(fn, n, grain, false);
+  finish_job();
+}
+
+void ThreadPool::parallel_chunks(int64_t n, int64_t chunk,
+                                 const std::function<void(int64_t, int64_t, int)>& fn) {
+  if (n <= 0) return;
+  if (n_threads_ == 1 || n <= chunk) {
+    fn(0, n, 0);
+    return;
   }
-  wake_.notify_all();
-  run_share(0);
-  for (int spins = 0; pending_.load(std::memory_order_acquire) != 0; ++spins) {
-    if (spins < kSpinIterations) {
-      SPECD_CPU_RELAX();
-    } else {
-      std::this_thread::yield();
-    }
-  }
-  job_ = nullptr;
+  start_job(fn, n, chunk, true);
+  finish_job();
 }
 
 void ThreadPool::worker_loop(int thread) {

@@ -13,7 +13,9 @@
 namespace specd {
 
 // Workers spin briefly between jobs (decode issues hundreds of small jobs per token), then sleep.
-// Chunk boundaries depend only on the loop size and the thread count, never on timing.
+// parallel_for's chunk boundaries depend only on the loop size and the thread count, never on
+// timing; parallel_chunks lets the threads claim chunks as they go, for loops whose results do not
+// depend on which thread runs which chunk.
 class ThreadPool {
  public:
   explicit ThreadPool(int n_threads);
@@ -28,6 +30,12 @@ class ThreadPool {
   void parallel_for(int64_t n, const std::function<void(int64_t, int64_t, int)>& fn,
                     int64_t grain = 1);
 
+  // Calls fn(begin, end, thread) on the chunks [c * chunk, (c + 1) * chunk) of [0, n), each
+  // claimed by whichever thread is free first: a thread slowed down by the machine takes fewer
+  // chunks instead of holding the others up. Which thread runs a chunk depends on timing.
+  void parallel_chunks(int64_t n, int64_t chunk,
+                       const std::function<void(int64_t, int64_t, int)>& fn);
+
   // Number of hardware threads, at least 1.
   static int hardware_threads();
   // The process-wide pool of `n_threads` threads, created on first use and shared by every
@@ -38,6 +46,9 @@ class ThreadPool {
  private:
   void worker_loop(int thread);
   void run_share(int thread);
+  void start_job(const std::function<void(int64_t, int64_t, int)>& fn, int64_t n, int64_t grain,
+                 bool claimed);
+  void finish_job();
 
   int n_threads_;
   std::vector<std::thread> workers_;
@@ -49,7 +60,9 @@ class ThreadPool {
   // The current job (valid while pending_ > 0).
   const std::function<void(int64_t, int64_t, int)>* job_ = nullptr;
   int64_t job_n_ = 0;
-  int64_t job_grain_ = 1;
+  int64_t job_grain_ = 1;     // parallel_chunks: the chunk size
+  bool job_claimed_ = false;  // chunks claimed through next_chunk_ (parallel_chunks)
+  std::atomic<int64_t> next_chunk_{0};
 };
 
 }  // namespace specd

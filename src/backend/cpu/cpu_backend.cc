@@ -25,6 +25,8 @@ namespace {
 constexpr int64_t kGemmMinRows = 65;
 // Column chunks of the small-M matmul are multiples of this (whole register tiles).
 constexpr int64_t kMatmulGrain = 8;
+// Column chunks per pool thread in a small-M matmul.
+constexpr int64_t kColumnChunksPerThread = 4;
 // silu_mul splits rows into column chunks of this many elements.
 constexpr int64_t kSiluChunk = 2048;
 // Allocations of at least this size are 2 MiB aligned and advised to use huge pages.
@@ -152,10 +154,14 @@ void CpuBackend::prepare_x(const cpu::MatmulArgs& a) {
   }
 }
 
+// Column chunks are claimed by the threads as they free up (each column's result does not depend
+// on the thread or the chunk), so a core slowed down by the machine does not hold up the others.
 template <typename Fn>
 void CpuBackend::run_columns(int64_t n, int64_t work, const Fn& fn) {
-  run(
-      n, work, [&fn](int64_t begin, int64_t end, int) { fn(begin, end); }, kMatmulGrain);
+  if (work < kMinParallelWork || pool_->size() == 1) return fn(int64_t{0}, n);
+  int64_t chunk = n / (pool_->size() * kColumnChunksPerThread);
+  chunk = std::max(kMatmulGrain, chunk / kMatmulGrain * kMatmulGrain);
+  pool_->parallel_chunks(n, chunk, [&fn](int64_t begin, int64_t end, int) { fn(begin, end); });
 }
 
 void CpuBackend::matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y,

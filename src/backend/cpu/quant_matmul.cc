@@ -38,6 +38,9 @@ namespace hn = hwy::HWY_NAMESPACE;
 constexpr size_t kPrefetchBytes = 1024;
 // Rows of x per pass over a weight row: an accumulator and a group sum each, in registers.
 constexpr int kRowsPerPass = 5;
+// Columns side by side when x has one row: independent FMA chains and weight streams (q8_0 and
+// q4_0 on Zen 3, weights in L2: 1.1x the elements per ns).
+constexpr int kDecodeStreams = 2;
 // Elements per m_g group (every format with offsets has 32-element groups).
 constexpr int64_t kOffsetGroup = 32;
 
@@ -306,10 +309,11 @@ QuantizedX QuantizeX(const MatmulArgs& a, float* scratch) {
 
 // Per group: q (int8 -> int16) times x's int16 codes, summed exactly in int32 lanes by
 // pairwise multiply-adds; converted to f32, times x's group scale, FMA'd with d_g into the row's
-// vector accumulator.
-template <class F, int MR>
-HWY_INLINE void Column(const MatmulArgs& a, int64_t m0, int64_t n, size_t row_bytes,
-                       const QuantizedX& xq) {
+// vector accumulator. NC columns n0 + c * n_step go side by side (independent accumulator chains
+// and weight streams; each column's arithmetic is the same whatever NC).
+template <class F, int MR, int NC>
+HWY_INLINE void Column(const MatmulArgs& a, int64_t m0, int64_t n0, int64_t n_step,
+                       size_t row_bytes, const QuantizedX& xq) {
   const DF d;
   const DI16 d16;
   const DI32 d32;
@@ -319,7 +323,10 @@ HWY_INLINE void Column(const MatmulArgs& a, int64_t m0, int64_t n, size_t row_by
   using Block = typename F::Block;
   constexpr int kGroup = Block::kGroup;
   const int64_t lanes16 = static_cast<int64_t>(hn::Lanes(d16));
-  const uint8_t* w = static_cast<const uint8_t*>(a.w) + static_cast<size_t>(n) * row_bytes;
+  const uint8_t* w[NC];
+  for (int c = 0; c < NC; ++c) {
+    w[c] = static_cast<const uint8_t*>(a.w) + static_cast<size_t>(n0 + c * n_step) * row_bytes;
+  }
   const int16_t* x[MR];
   const float* scale[MR];
   const float* sum[MR];
@@ -328,80 +335,102 @@ HWY_INLINE void Column(const MatmulArgs& a, int64_t m0, int64_t n, size_t row_by
     scale[i] = xq.scale + (m0 + i) * xq.groups;
     sum[i] = xq.sum + (m0 + i) * xq.groups;
   }
-  V acc[MR];
-  float off[MR];
+  V acc[MR][NC];
+  float off[MR][NC];
   for (int i = 0; i < MR; ++i) {
-    acc[i] = hn::Zero(d);
-    off[i] = 0.0f;
-  }
-  Block blk;
-  for (int64_t k0 = 0; k0 < a.k; k0 += F::kBlockElems, w += F::kBlockBytes) {
-    for (int off_bytes = 0; off_bytes < F::kBlockBytes; off_bytes += 64) {
-      hwy::Prefetch(w + kPrefetchBytes + off_bytes);
+    for (int c = 0; c < NC; ++c) {
+      acc[i][c] = hn::Zero(d);
+      off[i][c] = 0.0f;
     }
-    F::Decode(w, blk);
+  }
+  Block blk[NC];
+  for (int64_t k0 = 0; k0 < a.k; k0 += F::kBlockElems) {
+    for (int c = 0; c < NC; ++c) {
+      for (int off_bytes = 0; off_bytes < F::kBlockBytes; off_bytes += 64) {
+        hwy::Prefetch(w[c] + kPrefetchBytes + off_bytes);
+      }
+      F::Decode(w[c], blk[c]);
+      w[c] += F::kBlockBytes;
+    }
     for (int g = 0; g < Block::kGroups; ++g) {
       const int64_t k = k0 + g * kGroup;
-      VI dot[MR], odd[MR];
-      for (int i = 0; i < MR; ++i) dot[i] = odd[i] = hn::Zero(d32);
-      for (int64_t j = 0; j < kGroup; j += lanes16) {
-        hn::Vec<DI16> wj;
-        if constexpr (F::kInt8Codes) {
-          wj = hn::PromoteTo(d16, hn::LoadU(d8, blk.q8 + g * kGroup + j));
-        } else {
-          wj = hn::Load(d16, blk.q + g * kGroup + j);
-        }
-        for (int i = 0; i < MR; ++i) {
-          dot[i] =
-              hn::ReorderWidenMulAccumulate(d32, wj, hn::LoadU(d16, x[i] + k + j), dot[i], odd[i]);
-        }
-      }
-      const V wscale = hn::Set(d, blk.d[g]);
       const int64_t og = k / kOffsetGroup;
-      for (int i = 0; i < MR; ++i) {
-        const V xdot = hn::ConvertTo(d, hn::RearrangeToOddPlusEven(dot[i], odd[i]));
-        acc[i] = hn::MulAdd(hn::Mul(xdot, hn::Set(d, scale[i][og])), wscale, acc[i]);
-      }
-      if constexpr (F::kOffsets) {
-        for (int i = 0; i < MR; ++i) off[i] = std::fma(blk.m[g], sum[i][og], off[i]);
+      for (int c = 0; c < NC; ++c) {
+        VI dot[MR], odd[MR];
+        for (int i = 0; i < MR; ++i) dot[i] = odd[i] = hn::Zero(d32);
+        for (int64_t j = 0; j < kGroup; j += lanes16) {
+          hn::Vec<DI16> wj;
+          if constexpr (F::kInt8Codes) {
+            wj = hn::PromoteTo(d16, hn::LoadU(d8, blk[c].q8 + g * kGroup + j));
+          } else {
+            wj = hn::Load(d16, blk[c].q + g * kGroup + j);
+          }
+          for (int i = 0; i < MR; ++i) {
+            dot[i] = hn::ReorderWidenMulAccumulate(d32, wj, hn::LoadU(d16, x[i] + k + j), dot[i],
+                                                   odd[i]);
+          }
+        }
+        const V wscale = hn::Set(d, blk[c].d[g]);
+        for (int i = 0; i < MR; ++i) {
+          const V xdot = hn::ConvertTo(d, hn::RearrangeToOddPlusEven(dot[i], odd[i]));
+          acc[i][c] = hn::MulAdd(hn::Mul(xdot, hn::Set(d, scale[i][og])), wscale, acc[i][c]);
+        }
+        if constexpr (F::kOffsets) {
+          for (int i = 0; i < MR; ++i) off[i][c] = std::fma(blk[c].m[g], sum[i][og], off[i][c]);
+        }
       }
     }
   }
-  const float bias = a.bias != nullptr ? load_as_f32(a.bias, a.bias_dtype, n) : 0.0f;
-  for (int i = 0; i < MR; ++i) {
-    float r = hn::GetLane(hn::SumOfLanes(d, acc[i]));
-    if constexpr (F::kOffsets) r = r + off[i];
-    if (a.bias != nullptr) r = r + bias;
-    float& out = a.y[(m0 + i) * a.y_stride + n];
-    out = a.accumulate ? out + r : r;
+  for (int c = 0; c < NC; ++c) {
+    const int64_t n = n0 + c * n_step;
+    const float bias = a.bias != nullptr ? load_as_f32(a.bias, a.bias_dtype, n) : 0.0f;
+    for (int i = 0; i < MR; ++i) {
+      float r = hn::GetLane(hn::SumOfLanes(d, acc[i][c]));
+      if constexpr (F::kOffsets) r = r + off[i][c];
+      if (a.bias != nullptr) r = r + bias;
+      float& out = a.y[(m0 + i) * a.y_stride + n];
+      out = a.accumulate ? out + r : r;
+    }
   }
 }
 
+// All rows of columns n0 + c * n_step, c < NC: passes of kRowsPerPass rows, then the rest.
+template <class F, int NC>
+void ColumnRows(const MatmulArgs& a, int64_t n0, int64_t n_step, size_t row_bytes,
+                const QuantizedX& xq) {
+  int64_t m = 0;
+  for (; m + kRowsPerPass <= a.m; m += kRowsPerPass) {
+    Column<F, kRowsPerPass, NC>(a, m, n0, n_step, row_bytes, xq);
+  }
+  switch (a.m - m) {
+    case 4:
+      return Column<F, 4, NC>(a, m, n0, n_step, row_bytes, xq);
+    case 3:
+      return Column<F, 3, NC>(a, m, n0, n_step, row_bytes, xq);
+    case 2:
+      return Column<F, 2, NC>(a, m, n0, n_step, row_bytes, xq);
+    case 1:
+      return Column<F, 1, NC>(a, m, n0, n_step, row_bytes, xq);
+    default:
+      return;
+  }
+}
+
+// A single row of x (decode) on 32-element blocks walks kDecodeStreams equal runs of columns side
+// by side; more rows, and the 256-element k-quant blocks (whose decoded codes do not all fit in
+// registers), take one column at a time.
 template <class F>
 void Columns(const MatmulArgs& a, int64_t n_begin, int64_t n_end, const QuantizedX& xq) {
   const size_t row_bytes = dtype_row_bytes(a.w_dtype, a.w_stride);
-  for (int64_t n = n_begin; n < n_end; ++n) {
-    int64_t m = 0;
-    for (; m + kRowsPerPass <= a.m; m += kRowsPerPass) {
-      Column<F, kRowsPerPass>(a, m, n, row_bytes, xq);
+  int64_t n = n_begin;
+  if (a.m == 1 && F::kBlockElems == 32) {
+    const int64_t run = (n_end - n_begin) / kDecodeStreams;
+    for (int64_t i = 0; i < run; ++i) {
+      Column<F, 1, kDecodeStreams>(a, 0, n_begin + i, run, row_bytes, xq);
     }
-    switch (a.m - m) {
-      case 4:
-        Column<F, 4>(a, m, n, row_bytes, xq);
-        break;
-      case 3:
-        Column<F, 3>(a, m, n, row_bytes, xq);
-        break;
-      case 2:
-        Column<F, 2>(a, m, n, row_bytes, xq);
-        break;
-      case 1:
-        Column<F, 1>(a, m, n, row_bytes, xq);
-        break;
-      default:
-        break;
-    }
+    n = n_begin + kDecodeStreams * run;
   }
+  for (; n < n_end; ++n) ColumnRows<F, 1>(a, n, 0, row_bytes, xq);
 }
 
 void MatmulQuant(const MatmulArgs& a, const QuantizedX& xq, int64_t n_begin, int64_t n_end) {
