@@ -25,8 +25,10 @@ namespace {
 constexpr int64_t kGemmMinRows = 65;
 // Column chunks of the small-M matmul are multiples of this (whole register tiles).
 constexpr int64_t kMatmulGrain = 8;
-// Column chunks per pool thread in a small-M matmul.
+// Column chunks per pool thread in a small-M matmul, and the least work (multiply-adds) of a
+// chunk: below it, claiming chunks costs more than it balances (Zen 3, 2 threads).
 constexpr int64_t kColumnChunksPerThread = 4;
+constexpr int64_t kMinChunkWork = int64_t{1} << 18;
 // silu_mul splits rows into column chunks of this many elements.
 constexpr int64_t kSiluChunk = 2048;
 // Allocations of at least this size are 2 MiB aligned and advised to use huge pages.
@@ -158,9 +160,12 @@ void CpuBackend::prepare_x(const cpu::MatmulArgs& a) {
 // on the thread or the chunk), so a core slowed down by the machine does not hold up the others.
 template <typename Fn>
 void CpuBackend::run_columns(int64_t n, int64_t work, const Fn& fn) {
-  if (work < kMinParallelWork || pool_->size() == 1) return fn(int64_t{0}, n);
-  int64_t chunk = n / (pool_->size() * kColumnChunksPerThread);
-  chunk = std::max(kMatmulGrain, chunk / kMatmulGrain * kMatmulGrain);
+  const int64_t chunks = std::min(pool_->size() * kColumnChunksPerThread, work / kMinChunkWork);
+  if (chunks <= pool_->size()) {  // small products: one static share per thread
+    return run(
+        n, work, [&fn](int64_t begin, int64_t end, int) { fn(begin, end); }, kMatmulGrain);
+  }
+  const int64_t chunk = std::max(kMatmulGrain, n / chunks / kMatmulGrain * kMatmulGrain);
   pool_->parallel_chunks(n, chunk, [&fn](int64_t begin, int64_t end, int) { fn(begin, end); });
 }
 
