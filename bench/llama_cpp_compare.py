@@ -54,6 +54,7 @@ def run_specd(args, prompt, best):
              "--prompts", prompts.name, "--gen-len", str(args.gen_len), "--modes", "none",
              "--json"], check=True, capture_output=True, text=True).stdout
     report = json.loads(out)
+    best["commit"] = report.get("commit", "unknown")  # the commit the binary was built from
     plain = report["modes"][0]
     best["prefill_tok_s"] = max(best.get("prefill_tok_s", 0.0), report["prefill_tok_s"])
     best["decode_tok_s"] = max(best.get("decode_tok_s", 0.0), plain["decode_tok_s"])
@@ -68,14 +69,6 @@ def cpu_name():
     except OSError:
         pass
     return platform.processor() or platform.machine()
-
-
-def commit():
-    try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                              text=True, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
 
 
 def main():
@@ -101,7 +94,7 @@ def main():
     result = {
         "model": args.model.rsplit("/", 1)[-1], "threads": args.threads, "cpu": cpu_name(),
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        "commit": commit(), "prompt_len": args.prompt_len, "gen_len": args.gen_len,
+        "commit": specd.pop("commit"), "prompt_len": args.prompt_len, "gen_len": args.gen_len,
         "repeats": args.repeats, "specd": specd, "llama_cpp": llama,
         "decode_ratio": specd["decode_tok_s"] / llama["decode_tok_s"],
         "prefill_ratio": specd["prefill_tok_s"] / llama["prefill_tok_s"],

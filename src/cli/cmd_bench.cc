@@ -10,8 +10,6 @@
 #include <numeric>
 #include <sstream>
 
-#include "git_commit.h"  // generated at build time: SPECD_GIT_COMMIT
-
 #include "cli/bench_prompts.h"
 #include "cli/cli_options.h"
 #include "cli/commands.h"
@@ -23,6 +21,7 @@
 #include "core/thread_pool.h"
 #include "core/timer.h"
 #include "engine/generator.h"
+#include "git_commit.h"  // generated at build time: SPECD_GIT_COMMIT
 #include "io/mapped_file.h"
 
 namespace specd::cli {
@@ -164,7 +163,8 @@ void run_bench(BenchOptions& o) {
                              : read_prompt_file(o.prompts_file, tokenizer.get(), o.num_prompts);
   size_t longest = 0;
   for (const auto& p : prompts) longest = std::max(longest, p.size());
-  if (o.load.context == 0) o.load.context = static_cast<int>(longest) + o.gen_len + 1;
+  // Room for the generated tokens and for the 9 rows of the verification timing below.
+  if (o.load.context == 0) o.load.context = static_cast<int>(longest) + std::max(o.gen_len, 9) + 1;
   o.load.progress = !o.json;
   const int threads = o.load.threads > 0 ? o.load.threads : ThreadPool::hardware_threads();
   o.load.threads = threads;

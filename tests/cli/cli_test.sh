@@ -82,6 +82,9 @@ expect_ok eval_logits "wrote logits \[3, 256\]" eval-logits -m "$fixture" --prom
 echo "1 2 3 4 5 6 7 8 9 10" >"$work/ids.txt"
 expect_ok perplexity '"perplexity": [0-9.]+' perplexity -m "$fixture" --ids-file "$work/ids.txt" --window 4
 expect_ok help "generate" --help
+# A generation shorter than the 9 rows of bench's verification timing still fits the context.
+expect_ok bench_short_json '"decode_tok_s": [0-9.]+' \
+  bench -m "$fixture" --prompt-len 4 --gen-len 2 --num-prompts 1 --modes none --json
 
 # Load-time weight quantisation.
 target=$src/models/pycoder-target
