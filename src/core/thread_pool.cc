@@ -71,8 +71,23 @@ void ThreadPool::run_share(int thread) {
   if (begin < end) (*job_)(begin, end, thread);
 }
 
-void ThreadPool::start_job(const std::function<void(int64_t, int64_t, int)>& fn, int64_t n,
-                           int64_t grain, bool claimed) {
+void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64_t, int)>& fn,
+                              int64_t grain) {
+  run_job(n, grain, false, fn);
+}
+
+void ThreadPool::parallel_chunks(int64_t n, int64_t chunk,
+                                 const std::function<void(int64_t, int64_t, int)>& fn) {
+  run_job(n, chunk, true, fn);
+}
+
+void ThreadPool::run_job(int64_t n, int64_t grain, bool claimed,
+                         const std::function<void(int64_t, int64_t, int)>& fn) {
+  if (n <= 0) return;
+  if (n_threads_ == 1 || n <= grain) {
+    fn(0, n, 0);
+    return;
+  }
   job_ = &fn;
   job_n_ = n;
   job_grain_ = std::max<int64_t>(1, grain);
@@ -85,9 +100,6 @@ void ThreadPool::start_job(const std::function<void(int64_t, int64_t, int)>& fn,
   }
   wake_.notify_all();
   run_share(0);
-}
-
-void ThreadPool::finish_job() {
   for (int spins = 0; pending_.load(std::memory_order_acquire) != 0; ++spins) {
     if (spins < kSpinIterations) {
       SPECD_CPU_RELAX();
@@ -96,28 +108,6 @@ void ThreadPool::finish_job() {
     }
   }
   job_ = nullptr;
-}
-
-void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64_t, int)>& fn,
-                              int64_t grain) {
-  if (n <= 0) return;
-  if (n_threads_ == 1 || n <= grain) {
-    fn(0, n, 0);
-    return;
-  }
-  start_job(fn, n, grain, false);
-  finish_job();
-}
-
-void ThreadPool::parallel_chunks(int64_t n, int64_t chunk,
-                                 const std::function<void(int64_t, int64_t, int)>& fn) {
-  if (n <= 0) return;
-  if (n_threads_ == 1 || n <= chunk) {
-    fn(0, n, 0);
-    return;
-  }
-  start_job(fn, n, chunk, true);
-  finish_job();
 }
 
 void ThreadPool::worker_loop(int thread) {

@@ -46,9 +46,9 @@ class ThreadPool {
  private:
   void worker_loop(int thread);
   void run_share(int thread);
-  void start_job(const std::function<void(int64_t, int64_t, int)>& fn, int64_t n, int64_t grain,
-                 bool claimed);
-  void finish_job();
+  // Runs fn over [0, n) on every thread: static shares, or chunks of `grain` claimed in turn.
+  void run_job(int64_t n, int64_t grain, bool claimed,
+               const std::function<void(int64_t, int64_t, int)>& fn);
 
   int n_threads_;
   std::vector<std::thread> workers_;
