@@ -79,13 +79,23 @@ Tensor Transformer::hidden(size_t capture_index) const {
 uint64_t Transformer::recording_key(const ForwardBatch& batch, const KvCache& kv) const {
   // Everything that changes which kernels run on which addresses: row counts, whether logit rows
   // are picked (which ones is read from device memory), the cache and the hidden-state captures.
+  // Every layer's K and V buffer and the cache's layout count: a cache allocated after another
+  // was freed may reuse some of its addresses and not others, and a graph replayed on stale ones
+  // would read and write freed memory.
   const int n_logits = batch.logit_rows ? batch.n_logit_rows : batch.n_rows;
   uint64_t key = 1469598103934665603ull;
   auto mix = [&](uint64_t v) { key = (key ^ v) * 1099511628211ull; };
   mix(static_cast<uint64_t>(batch.n_rows));
   mix(static_cast<uint64_t>(n_logits));
   mix(batch.logit_rows != nullptr);
-  mix(reinterpret_cast<uintptr_t>(kv.layer(0).k));
+  mix(static_cast<uint64_t>(kv.shape().capacity));
+  mix(static_cast<uint64_t>(kv.shape().n_slots));
+  mix(static_cast<uint64_t>(kv.shape().dtype));
+  for (int layer = 0; layer < kv.shape().n_layers; ++layer) {
+    const KvLayerView view = kv.layer(layer);
+    mix(reinterpret_cast<uintptr_t>(view.k));
+    mix(reinterpret_cast<uintptr_t>(view.v));
+  }
   mix(capture_layers_.size());
   for (int layer : capture_layers_) mix(static_cast<uint64_t>(layer));
   return key;
