@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "core/timer.h"
+#include "sample/philox.h"
 #include "sample/sampler.h"
 
 namespace specd {
@@ -65,8 +66,9 @@ BatchEngine::BatchEngine(Transformer& model, KvCache& kv, const BatchEngineOptio
     slots_.push_back(std::move(seq));
   }
   logits_.resize(static_cast<size_t>(logit_rows) * vocab_);
-  argmax_buffer_ = model.backend().alloc(static_cast<size_t>(logit_rows) * sizeof(int32_t));
-  argmax_.resize(logit_rows);
+  ids_buffer_ = model.backend().alloc(static_cast<size_t>(logit_rows) * sizeof(int32_t));
+  ids_.resize(logit_rows);
+  row_sampling_.resize(logit_rows);
   rows_.resize(logit_rows);
   positions_.resize(std::max(logit_rows, model.limits().max_rows));
   row_slots_.resize(std::max(logit_rows, model.limits().max_rows));
@@ -287,22 +289,37 @@ void BatchEngine::decode_round(std::vector<Sequence*>& batch) {
     ForwardBatch forward{used, rows_.data(), positions_.data(), row_slots_.data()};
     Tensor logits = model_.forward(forward, kv_);
     Backend& backend = model_.backend();
-    const bool host_logits = std::any_of(group.begin(), group.end(),
-                                         [](const Sequence* seq) { return needs_logits(*seq); });
-    if (host_logits) {
-      backend.copy_to_host(logits_.data(), logits.data, logits.bytes());
-    } else {
-      Tensor ids = argmax_buffer_.view(DType::kI32, 1, logits.rows);
-      backend.argmax_rows(logits, ids);
-      backend.copy_to_host(argmax_.data(), ids.data, ids.bytes());
+    // Each sequence takes the same path whatever shares its group: a token id chosen on the
+    // device unless it needs its logits rows itself (penalties, logprobs, or sampled proposals
+    // to verify on the host); the device's draws and the host sampler's need not agree bit for
+    // bit, so one sequence must never switch between them because of its neighbours.
+    const bool any_host = std::any_of(group.begin(), group.end(),
+                                      [](const Sequence* seq) { return needs_logits(*seq); });
+    const bool all_host = std::all_of(group.begin(), group.end(),
+                                      [](const Sequence* seq) { return needs_logits(*seq); });
+    bool device_ids = !all_host;
+    if (device_ids) {
+      Tensor ids = ids_buffer_.view(DType::kI32, 1, logits.rows);
+      const bool greedy = std::all_of(group.begin(), group.end(), [](const Sequence* seq) {
+        return seq->request->generate.sampling.greedy();
+      });
+      if (greedy) {
+        backend.argmax_rows(logits, ids);
+      } else {
+        device_ids = backend.sample_rows(logits, plain_draws(group, logits.rows), ids, nullptr);
+      }
+      if (device_ids) backend.copy_to_host(ids_.data(), ids.data, ids.bytes());
     }
+    const bool host_logits = any_host || !device_ids;
+    if (host_logits) backend.copy_to_host(logits_.data(), logits.data, logits.bytes());
     // The forward's time is shared by its sequences, as the draft time is (each is charged its
     // share), so a sequence's draft-length policy weighs both at the same scale.
     const double seconds = (now_seconds() - t0) / static_cast<double>(group.size());
     for (Sequence* seq : group) {
       const size_t row = static_cast<size_t>(seq->row_offset);
-      verify_rows(*seq, host_logits ? logits_.data() + row * vocab_ : nullptr,
-                  host_logits ? nullptr : argmax_.data() + row, seconds);
+      const bool own_logits = !device_ids || needs_logits(*seq);
+      verify_rows(*seq, own_logits ? logits_.data() + row * vocab_ : nullptr,
+                  own_logits ? nullptr : ids_.data() + row, seconds);
     }
     group.clear();
     used = 0;
@@ -350,8 +367,24 @@ void BatchEngine::decode_round(std::vector<Sequence*>& batch) {
 
 bool BatchEngine::needs_logits(const Sequence& seq) {
   const BatchRequest& r = *seq.request;
-  return !r.generate.sampling.greedy() || r.generate.sampling.has_penalties() ||
-         r.top_logprobs >= 0;
+  const bool sampled_proposals = !seq.proposal.tokens.empty() && seq.proposal.sampled;
+  return r.generate.sampling.has_penalties() || r.top_logprobs >= 0 ||
+         (!r.generate.sampling.greedy() && sampled_proposals);
+}
+
+std::span<const RowSampling> BatchEngine::plain_draws(const std::vector<Sequence*>& group,
+                                                      int64_t rows) {
+  for (const Sequence* seq : group) {
+    const SamplingParams& p = seq->request->generate.sampling;
+    const int64_t n = static_cast<int64_t>(seq->context.size());
+    const int count = static_cast<int>(seq->proposal.tokens.size()) + 1;
+    for (int i = 0; i < count; ++i) {  // row i: plain decoding's draw at position n + i
+      row_sampling_[seq->row_offset + i] = {
+          p.temperature, p.top_k, p.top_p, p.min_p,
+          p.greedy() ? 0.0 : random_uniform(p.seed, n + i, RandomPurpose::kSample)};
+    }
+  }
+  return {row_sampling_.data(), static_cast<size_t>(rows)};
 }
 
 void BatchEngine::verify_rows(Sequence& seq, const float* logits, const int32_t* targets,

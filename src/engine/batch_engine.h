@@ -7,6 +7,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -89,13 +90,15 @@ class BatchEngine {
   void admit();
   void prefill_chunk(Sequence& seq);
   void decode_round(std::vector<Sequence*>& batch);
-  // Verifies a sequence's rows from their host logits, or (targets != nullptr) from the
-  // device's argmax of each row.
+  // Verifies a sequence's rows from their host logits, or (targets != nullptr) from the token
+  // the device chose for each row (Verifier::verify_tokens).
   void verify_rows(Sequence& seq, const float* logits, const int32_t* targets,
                    double verify_seconds);
-  // True if the request needs its rows' logits on the host (sampling, penalties, logprobs);
-  // otherwise the argmax of each row, computed on the device, is enough.
+  // True if the request needs its rows' logits on the host (penalties, logprobs, or sampling
+  // with sampled proposals); otherwise a token per row chosen on the device is enough.
   static bool needs_logits(const Sequence& seq);
+  // Each row's RowSampling for Backend::sample_rows: plain decoding's draw at the row's position.
+  std::span<const RowSampling> plain_draws(const std::vector<Sequence*>& group, int64_t rows);
   // logits_row: the row that chose `token`, read only for logprobs (else may be nullptr).
   bool emit(Sequence& seq, int32_t token, const float* logits_row);
   void finish(Sequence& seq, const std::string& reason);
@@ -106,9 +109,10 @@ class BatchEngine {
   int vocab_;
   Verifier verifier_;
   std::vector<std::unique_ptr<Sequence>> slots_;
-  std::vector<float> logits_;    // [max logit rows, vocab] host copy
-  DeviceBuffer argmax_buffer_;   // [max logit rows] i32 on the model's device
-  std::vector<int32_t> argmax_;  // [max logit rows] host copy
+  std::vector<float> logits_;              // [max logit rows, vocab] host copy
+  DeviceBuffer ids_buffer_;                // [max logit rows] i32 on the model's device
+  std::vector<int32_t> ids_;               // [max logit rows] host copy
+  std::vector<RowSampling> row_sampling_;  // [max logit rows]
   std::vector<int32_t> rows_, positions_, row_slots_;
   std::vector<std::pair<float, int32_t>> ranked_;  // logprob scratch
   TokenLogprob logprob_;
