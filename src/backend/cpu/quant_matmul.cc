@@ -394,23 +394,22 @@ HWY_INLINE void Column(const MatmulArgs& a, int64_t m0, int64_t n0, int64_t n_st
   }
 }
 
-// All rows of columns n0 + c * n_step, c < NC: passes of kRowsPerPass rows, then the rest.
-template <class F, int NC>
-void ColumnRows(const MatmulArgs& a, int64_t n0, int64_t n_step, size_t row_bytes,
-                const QuantizedX& xq) {
+// All rows of column n: passes of kRowsPerPass rows, then the rest.
+template <class F>
+void ColumnRows(const MatmulArgs& a, int64_t n, size_t row_bytes, const QuantizedX& xq) {
   int64_t m = 0;
   for (; m + kRowsPerPass <= a.m; m += kRowsPerPass) {
-    Column<F, kRowsPerPass, NC>(a, m, n0, n_step, row_bytes, xq);
+    Column<F, kRowsPerPass, 1>(a, m, n, 0, row_bytes, xq);
   }
   switch (a.m - m) {
     case 4:
-      return Column<F, 4, NC>(a, m, n0, n_step, row_bytes, xq);
+      return Column<F, 4, 1>(a, m, n, 0, row_bytes, xq);
     case 3:
-      return Column<F, 3, NC>(a, m, n0, n_step, row_bytes, xq);
+      return Column<F, 3, 1>(a, m, n, 0, row_bytes, xq);
     case 2:
-      return Column<F, 2, NC>(a, m, n0, n_step, row_bytes, xq);
+      return Column<F, 2, 1>(a, m, n, 0, row_bytes, xq);
     case 1:
-      return Column<F, 1, NC>(a, m, n0, n_step, row_bytes, xq);
+      return Column<F, 1, 1>(a, m, n, 0, row_bytes, xq);
     default:
       return;
   }
@@ -430,7 +429,7 @@ void Columns(const MatmulArgs& a, int64_t n_begin, int64_t n_end, const Quantize
     }
     n = n_begin + kDecodeStreams * run;
   }
-  for (; n < n_end; ++n) ColumnRows<F, 1>(a, n, 0, row_bytes, xq);
+  for (; n < n_end; ++n) ColumnRows<F>(a, n, row_bytes, xq);
 }
 
 void MatmulQuant(const MatmulArgs& a, const QuantizedX& xq, int64_t n_begin, int64_t n_end) {
