@@ -25,8 +25,9 @@ BatchDraftModel::BatchDraftModel(Transformer& model, KvCache& kv, int target_voc
       row_slots_(std::max<int>(kSmallBatch, model.limits().max_rows)),
       logit_rows_(kSmallBatch),
       host_logits_(static_cast<size_t>(kSmallBatch) * model.config().vocab_size),
-      argmax_buffer_(model.backend().alloc(kSmallBatch * sizeof(int32_t))),
-      argmax_(kSmallBatch),
+      ids_buffer_(model.backend().alloc(2 * kSmallBatch * sizeof(int32_t))),
+      ids_(2 * kSmallBatch),
+      draws_(kSmallBatch),
       scratch_(target_vocab) {
   SPECD_CHECK(model.limits().max_logit_rows >= kSmallBatch,
               "the draft model needs {} logit rows per forward", kSmallBatch);
@@ -34,6 +35,24 @@ BatchDraftModel::BatchDraftModel(Transformer& model, KvCache& kv, int target_voc
     s.cached.reserve(kv.shape().capacity);
     s.logits.resize(draft_vocab_);
   }
+  if (model.backend().samples_on_device()) {
+    // Columns past the draft's vocabulary stay zero: q gives them no mass.
+    const size_t row_bytes = static_cast<size_t>(target_vocab_) * sizeof(float);
+    const std::vector<float> zeros(target_vocab_, 0.0f);
+    draw_probs_ = model.backend().alloc(kSmallBatch * row_bytes);
+    for (int64_t r = 0; r < kSmallBatch; ++r) {
+      model.backend().copy_to_device(static_cast<char*>(draw_probs_.data()) + r * row_bytes,
+                                     zeros.data(), row_bytes);
+    }
+  }
+}
+
+BatchDraftModel::Path BatchDraftModel::path_of(const Job& job) const {
+  if (p_min_ > 0) return Path::kHostLogits;  // the cut needs each row's top probability
+  if (job.params->greedy()) return Path::kDeviceArgmax;
+  const bool device = model_.backend().samples_on_device() && job.device_verify &&
+                      job.out->verify_device == model_.backend().device();
+  return device ? Path::kDeviceDraw : Path::kHostLogits;
 }
 
 void BatchDraftModel::reset(int slot) {
@@ -71,14 +90,14 @@ std::span<const int32_t> BatchDraftModel::catch_up(const Job& job) {
 
 void BatchDraftModel::run_rows(const std::vector<Job*>& jobs,
                                const std::vector<std::span<const int32_t>>& rows,
-                               const std::vector<int32_t>& first_position, bool ids_only) {
+                               const std::vector<int32_t>& first_position) {
   // Packs whole per-job row ranges greedily into forwards of <= kSmallBatch rows; a range longer
   // than that is split over several forwards (its logits come from the last).
   size_t j = 0;
   size_t offset = 0;  // rows of jobs[j] already run
   while (j < jobs.size()) {
     int used = 0, n_logits = 0;
-    std::vector<std::pair<size_t, int>> logit_of;  // (job index, logit row index)
+    std::vector<size_t> logit_of;  // job index of each logit row
     while (j < jobs.size() && used < kSmallBatch) {
       const std::span<const int32_t> r = rows[j];
       const size_t left = r.size() - offset;
@@ -91,8 +110,8 @@ void BatchDraftModel::run_rows(const std::vector<Job*>& jobs,
       }
       used += static_cast<int>(take);
       if (take == left) {
-        logit_rows_[n_logits] = used - 1;
-        logit_of.emplace_back(j, n_logits++);
+        logit_rows_[n_logits++] = used - 1;
+        logit_of.push_back(j);
         ++j;
         offset = 0;
       } else {
@@ -103,28 +122,69 @@ void BatchDraftModel::run_rows(const std::vector<Job*>& jobs,
     batch.logit_rows = logit_rows_.data();
     batch.n_logit_rows = n_logits;
     Tensor logits = model_.forward(batch, kv_);
-    Backend& backend = model_.backend();
-    if (n_logits > 0 && ids_only) {
-      Tensor ids = argmax_buffer_.view(DType::kI32, 1, logits.rows);
-      backend.argmax_rows(logits, ids);
-      backend.copy_to_host(argmax_.data(), ids.data, ids.bytes());
-    } else if (n_logits > 0) {
-      backend.copy_to_host(host_logits_.data(), logits.data, logits.bytes());
+    if (n_logits > 0) take_logits(logits, jobs, logit_of);
+  }
+}
+
+void BatchDraftModel::take_logits(const Tensor& logits, const std::vector<Job*>& jobs,
+                                  const std::vector<size_t>& logit_of) {
+  Backend& backend = model_.backend();
+  const int64_t n = logits.rows;
+  bool argmax = false, draw = false, host = false;
+  for (size_t job : logit_of) {
+    const Path path = slots_[jobs[job]->slot].path;
+    argmax |= path == Path::kDeviceArgmax;
+    draw |= path == Path::kDeviceDraw;
+    host |= path == Path::kHostLogits;
+  }
+  Tensor shared = logits;  // only the columns both vocabularies share
+  shared.cols = usable_vocab_;
+  if (argmax) {
+    Tensor ids = ids_buffer_.view(DType::kI32, 1, n);
+    backend.argmax_rows(shared, ids);
+  }
+  Tensor q = draw_probs_.view(DType::kF32, n, target_vocab_);
+  if (draw) {
+    for (int64_t i = 0; i < n; ++i) {  // row i: a draw at the job's next position
+      const SlotState& s = slots_[jobs[logit_of[i]]->slot];
+      const SamplingParams& p = *jobs[logit_of[i]]->params;
+      draws_[i] = {p.temperature, p.top_k, p.top_p, p.min_p,
+                   random_uniform(p.seed, s.position, RandomPurpose::kDraft)};
     }
-    for (const auto& [job, row] : logit_of) {
-      SlotState& s = slots_[jobs[job]->slot];
-      s.argmax = ids_only ? argmax_[row] : -1;
-      if (!ids_only) {
-        std::copy_n(host_logits_.data() + static_cast<size_t>(row) * draft_vocab_, draft_vocab_,
-                    s.logits.data());
-      }
+    Tensor ids = ids_buffer_.view(DType::kI32, 2, kSmallBatch).slice_rows(1, 1);
+    ids.cols = n;
+    Tensor probs = q;
+    probs.cols = usable_vocab_;
+    SPECD_CHECK(
+        backend.sample_rows(shared, std::span<const RowSampling>(draws_.data(), n), ids, &probs),
+        "the draft model's device cannot sample");
+  }
+  if (argmax || draw) {
+    const size_t count = draw ? kSmallBatch + n : n;
+    backend.copy_to_host(ids_.data(), ids_buffer_.data(), count * sizeof(int32_t));
+  }
+  if (host) backend.copy_to_host(host_logits_.data(), logits.data, logits.bytes());
+  for (int64_t i = 0; i < n; ++i) {
+    SlotState& s = slots_[jobs[logit_of[i]]->slot];
+    s.chosen = -1;
+    if (s.path == Path::kDeviceArgmax) {
+      s.chosen = ids_[i];
+    } else if (s.path == Path::kDeviceDraw) {
+      s.chosen = ids_[kSmallBatch + i];
+      SPECD_CHECK(s.chosen >= 0, "no draft token has a finite logit");
+      const size_t row_bytes = static_cast<size_t>(target_vocab_) * sizeof(float);
+      backend.copy_on_device(static_cast<char*>(s.q.data()) + s.draft_index * row_bytes,
+                             q.row<float>(i), row_bytes);
+    } else {
+      std::copy_n(host_logits_.data() + static_cast<size_t>(i) * draft_vocab_, draft_vocab_,
+                  s.logits.data());
     }
   }
 }
 
 int32_t BatchDraftModel::choose(const SlotState& s, const SamplingParams& params, float* probs,
                                 float* top_prob) {
-  if (s.argmax >= 0) return s.argmax;
+  if (s.chosen >= 0) return s.chosen;
   std::span<const float> row(s.logits.data(), usable_vocab_);
   const int64_t position = s.position;
   if (params.greedy()) {
@@ -156,28 +216,31 @@ void BatchDraftModel::propose(std::vector<Job>& jobs) {
     DraftProposal& out = *job.out;
     out.tokens.clear();
     out.sampled = !job.params->greedy();
+    out.device_probs = Tensor{};
     if (job.max_k <= 0) continue;
-    if (out.sampled && out.probs.size() < static_cast<size_t>(job.max_k) * target_vocab_) {
+    SlotState& s = slots_[job.slot];
+    s.path = path_of(job);
+    if (s.path == Path::kDeviceDraw && s.q_rows < job.max_k) {
+      // Once per slot and larger length: every row is overwritten whole before it is read.
+      s.q = model_.backend().alloc(static_cast<size_t>(job.max_k) * target_vocab_ * 4);
+      s.q_rows = job.max_k;
+    }
+    if (s.path == Path::kHostLogits && out.sampled &&
+        out.probs.size() < static_cast<size_t>(job.max_k) * target_vocab_) {
       out.probs.resize(static_cast<size_t>(job.max_k) * target_vocab_);
     }
     SPECD_CHECK(static_cast<int64_t>(job.context.size()) + job.max_k <= kv_.shape().capacity,
                 "draft context of {} tokens exceeds its cache", job.context.size() + job.max_k);
     std::span<const int32_t> pending = catch_up(job);
-    SlotState& s = slots_[job.slot];
     active.push_back(&job);
     rows.push_back(pending);
     first.push_back(static_cast<int32_t>(s.cached.size()));
     s.cached.insert(s.cached.end(), pending.begin(), pending.end());
     s.position = static_cast<int64_t>(job.context.size());
-    s.done = false;
+    s.draft_index = 0;
   }
   if (active.empty()) return;
-  // Greedy chains without a probability cut only need each row's argmax: it is found on the
-  // model's device and only the ids come back (the draft's whole vocabulary is usable).
-  const bool ids_only = p_min_ <= 0 && usable_vocab_ == draft_vocab_ &&
-                        std::all_of(active.begin(), active.end(),
-                                    [](const Job* job) { return job->params->greedy(); });
-  run_rows(active, rows, first, ids_only);
+  run_rows(active, rows, first);
   std::vector<int32_t> next(active.size());
   for (int step = 0; !active.empty(); ++step) {
     std::vector<Job*> still;
@@ -188,8 +251,9 @@ void BatchDraftModel::propose(std::vector<Job>& jobs) {
       SlotState& s = slots_[job.slot];
       DraftProposal& out = *job.out;
       const int j = static_cast<int>(out.tokens.size());
+      const bool host_q = out.sampled && s.path == Path::kHostLogits;
       float* probs =
-          out.sampled ? out.probs.data() + static_cast<size_t>(j) * target_vocab_ : scratch_.data();
+          host_q ? out.probs.data() + static_cast<size_t>(j) * target_vocab_ : scratch_.data();
       float top_prob = 1.0f;
       int32_t token = choose(s, *job.params, probs, &top_prob);
       if (j > 0 && top_prob < p_min_) continue;
@@ -200,13 +264,20 @@ void BatchDraftModel::propose(std::vector<Job>& jobs) {
       step_first.push_back(static_cast<int32_t>(s.position));
       s.cached.push_back(token);
       ++s.position;
+      ++s.draft_index;
     }
     for (size_t i = 0; i < still.size(); ++i) step_rows.emplace_back(&next[i], 1);
-    if (!still.empty()) run_rows(still, step_rows, step_first, ids_only);
+    if (!still.empty()) run_rows(still, step_rows, step_first);
     active.swap(still);
   }
   for (Job& job : jobs) {
-    kv_.set_length(job.slot, static_cast<int>(slots_[job.slot].cached.size()));
+    SlotState& s = slots_[job.slot];
+    kv_.set_length(job.slot, static_cast<int>(s.cached.size()));
+    DraftProposal& out = *job.out;
+    if (job.max_k > 0 && s.path == Path::kDeviceDraw && !out.tokens.empty()) {
+      out.device_probs = s.q.view(DType::kF32, s.q_rows, target_vocab_)
+                             .slice_rows(0, static_cast<int64_t>(out.tokens.size()));
+    }
   }
   // The time is shared by the jobs; each is charged its share.
   const double seconds = (now_seconds() - start) / std::max<size_t>(1, jobs.size());

@@ -26,27 +26,43 @@ class BatchDraftModel {
     int max_k = 0;
     const SamplingParams* params = nullptr;
     DraftProposal* out = nullptr;
+    // Whether the target can verify sampled proposals on its device (no penalties, no
+    // logprobs): they are then drawn on the draft's device, where q stays, when that is the
+    // verifying device (out->verify_device).
+    bool device_verify = false;
   };
-  // Proposes up to max_k tokens for every job (a job per slot at most).
+  // Proposes up to max_k tokens for every job (a job per slot at most). Each job takes one path,
+  // whatever the others do: greedy tokens are the argmax on the draft's device; sampled ones
+  // are drawn there (q left in out->device_probs) or, without device verification, on the host
+  // from the copied logits (q in out->probs); a probability cut (p_min) reads logits on the host.
   void propose(std::vector<Job>& jobs);
   void reset(int slot);
 
  private:
+  // How a job's tokens are chosen (see propose).
+  enum class Path { kHostLogits, kDeviceArgmax, kDeviceDraw };
   struct SlotState {
     std::vector<int32_t> cached;  // tokens whose K/V are in this slot, in order
-    std::vector<float> logits;    // [draft vocab] the job's latest logits row
-    int32_t argmax = -1;          // its argmax, when only that was read back (else -1)
+    std::vector<float> logits;    // [draft vocab] the job's latest logits row (kHostLogits)
+    int32_t chosen = -1;          // the token chosen on the device (else -1)
     int64_t position = 0;         // position of the next draft token
-    bool done = false;
+    Path path = Path::kHostLogits;
+    int draft_index = 0;  // index of the token being chosen in the job's proposal
+    DeviceBuffer q;       // [q_rows, target vocab] f32 q of device draws
+    int q_rows = 0;
   };
   // Rolls the slot back to its common prefix with the context, prefills a fresh context alone
   // (as ModelDrafter does) and returns the rows still to run (catch-up tokens).
   std::span<const int32_t> catch_up(const Job& job);
   // Runs rows[j] of jobs[j] (positions from first_position[j]) in forwards of at most
   // kSmallBatch rows, keeping each job's rows together when they fit; stores each job's
-  // last-row logits in its slot state (or only their argmax, when `ids_only`).
+  // last-row logits in its slot state, or the token its path chose on the device.
   void run_rows(const std::vector<Job*>& jobs, const std::vector<std::span<const int32_t>>& rows,
-                const std::vector<int32_t>& first_position, bool ids_only);
+                const std::vector<int32_t>& first_position);
+  // The logits of one forward (row i: the last row of jobs[logit_of[i]]) to each job's state.
+  void take_logits(const Tensor& logits, const std::vector<Job*>& jobs,
+                   const std::vector<size_t>& logit_of);
+  Path path_of(const Job& job) const;
   int32_t choose(const SlotState& s, const SamplingParams& params, float* probs, float* top_prob);
 
   Transformer& model_;
@@ -57,8 +73,10 @@ class BatchDraftModel {
   std::vector<SlotState> slots_;
   std::vector<int32_t> tokens_, positions_, row_slots_, logit_rows_;
   std::vector<float> host_logits_;  // [kSmallBatch, draft vocab]
-  DeviceBuffer argmax_buffer_;      // [kSmallBatch] i32 on the draft model's device
-  std::vector<int32_t> argmax_;     // [kSmallBatch] host copy
+  DeviceBuffer ids_buffer_;         // [2, kSmallBatch] i32: argmax ids, then drawn ids
+  std::vector<int32_t> ids_;        // its host copy
+  DeviceBuffer draw_probs_;         // [kSmallBatch, target vocab] f32: q of device draws
+  std::vector<RowSampling> draws_;  // [kSmallBatch]
   std::vector<float> scratch_;      // [target vocab]
 };
 

@@ -62,6 +62,7 @@ BatchEngine::BatchEngine(Transformer& model, KvCache& kv, const BatchEngineOptio
   for (int s = 0; s < options.parallel; ++s) {
     auto seq = std::make_unique<Sequence>(s, vocab_, make_drafter ? make_drafter() : nullptr);
     seq->proposal.tokens.reserve(logit_rows);
+    seq->proposal.verify_device = model.backend().device();
     seq->verdict.emitted.reserve(logit_rows + 1);
     slots_.push_back(std::move(seq));
   }
@@ -69,6 +70,8 @@ BatchEngine::BatchEngine(Transformer& model, KvCache& kv, const BatchEngineOptio
   ids_buffer_ = model.backend().alloc(static_cast<size_t>(logit_rows) * sizeof(int32_t));
   ids_.resize(logit_rows);
   row_sampling_.resize(logit_rows);
+  u_accept_.resize(logit_rows);
+  u_resample_.resize(logit_rows);
   rows_.resize(logit_rows);
   positions_.resize(std::max(logit_rows, model.limits().max_rows));
   row_slots_.resize(std::max(logit_rows, model.limits().max_rows));
@@ -308,6 +311,11 @@ void BatchEngine::decode_round(std::vector<Sequence*>& batch) {
       } else {
         device_ids = backend.sample_rows(logits, plain_draws(group, logits.rows), ids, nullptr);
       }
+      for (Sequence* seq : group) {
+        if (seq->proposal.device_probs.data == nullptr) continue;
+        SPECD_CHECK(device_ids && verify_on_device(*seq, logits, ids),
+                    "sampled drafts left on the device need device-side verification");
+      }
       if (device_ids) backend.copy_to_host(ids_.data(), ids.data, ids.bytes());
     }
     const bool host_logits = any_host || !device_ids;
@@ -343,10 +351,13 @@ void BatchEngine::decode_round(std::vector<Sequence*>& batch) {
     }
     k = std::min({k, remaining - 1, capacity - n, max_rows - 1});
     seq->proposal.tokens.clear();
+    seq->proposal.device_probs = Tensor{};
     seq->proposal.seconds = 0;
     if (k > 0 && seq->drafter) seq->drafter->propose(seq->context, k, g.sampling, seq->proposal);
     if (k > 0 && seq->proposal.tokens.empty() && draft_model) {
-      draft_jobs_.push_back({seq->slot, seq->context, k, &g.sampling, &seq->proposal});
+      const bool device_verify = !g.sampling.has_penalties() && seq->request->top_logprobs < 0;
+      draft_jobs_.push_back(
+          {seq->slot, seq->context, k, &g.sampling, &seq->proposal, device_verify});
     }
   }
   if (!draft_jobs_.empty()) draft_model->propose(draft_jobs_);
@@ -367,9 +378,31 @@ void BatchEngine::decode_round(std::vector<Sequence*>& batch) {
 
 bool BatchEngine::needs_logits(const Sequence& seq) {
   const BatchRequest& r = *seq.request;
-  const bool sampled_proposals = !seq.proposal.tokens.empty() && seq.proposal.sampled;
+  const bool host_q = !seq.proposal.tokens.empty() && seq.proposal.sampled &&
+                      seq.proposal.device_probs.data == nullptr;
   return r.generate.sampling.has_penalties() || r.top_logprobs >= 0 ||
-         (!r.generate.sampling.greedy() && sampled_proposals);
+         (!r.generate.sampling.greedy() && host_q);
+}
+
+bool BatchEngine::verify_on_device(const Sequence& seq, const Tensor& logits, Tensor& ids) {
+  // Verifier::verify's rule on the device, with the same uniforms as the host verifier.
+  const SamplingParams& p = seq.request->generate.sampling;
+  const int64_t n = static_cast<int64_t>(seq.context.size());
+  const int k = static_cast<int>(seq.proposal.tokens.size());
+  for (int i = 0; i < k; ++i) {
+    u_accept_[i] = random_uniform(p.seed, n + i, RandomPurpose::kAccept);
+    u_resample_[i] = random_uniform(p.seed, n + i, RandomPurpose::kResample);
+  }
+  const RowSampling last{p.temperature, p.top_k, p.top_p, p.min_p,
+                         random_uniform(p.seed, n + k, RandomPurpose::kSample)};
+  const SampledDraft draft{seq.proposal.tokens, &seq.proposal.device_probs,
+                           std::span<const double>(u_accept_.data(), k),
+                           std::span<const double>(u_resample_.data(), k)};
+  Tensor rows_ids = ids;  // this sequence's k + 1 entries of the [1, rows] ids
+  rows_ids.data = ids.row<int32_t>(0) + seq.row_offset;
+  rows_ids.cols = rows_ids.stride = k + 1;
+  return model_.backend().verify_sampled(logits.slice_rows(seq.row_offset, k + 1), last, draft,
+                                         rows_ids);
 }
 
 std::span<const RowSampling> BatchEngine::plain_draws(const std::vector<Sequence*>& group,

@@ -95,8 +95,12 @@ class BatchEngine {
   void verify_rows(Sequence& seq, const float* logits, const int32_t* targets,
                    double verify_seconds);
   // True if the request needs its rows' logits on the host (penalties, logprobs, or sampling
-  // with sampled proposals); otherwise a token per row chosen on the device is enough.
+  // with sampled proposals whose q is on the host); otherwise a token per row chosen on the
+  // device is enough.
   static bool needs_logits(const Sequence& seq);
+  // Speculative sampling of the sequence's sampled proposals (q on the device) from its rows of
+  // `logits`, into its entries of `ids` ([1, rows] i32). False on a backend without the op.
+  bool verify_on_device(const Sequence& seq, const Tensor& logits, Tensor& ids);
   // Each row's RowSampling for Backend::sample_rows: plain decoding's draw at the row's position.
   std::span<const RowSampling> plain_draws(const std::vector<Sequence*>& group, int64_t rows);
   // logits_row: the row that chose `token`, read only for logprobs (else may be nullptr).
@@ -109,10 +113,11 @@ class BatchEngine {
   int vocab_;
   Verifier verifier_;
   std::vector<std::unique_ptr<Sequence>> slots_;
-  std::vector<float> logits_;              // [max logit rows, vocab] host copy
-  DeviceBuffer ids_buffer_;                // [max logit rows] i32 on the model's device
-  std::vector<int32_t> ids_;               // [max logit rows] host copy
-  std::vector<RowSampling> row_sampling_;  // [max logit rows]
+  std::vector<float> logits_;                  // [max logit rows, vocab] host copy
+  DeviceBuffer ids_buffer_;                    // [max logit rows] i32 on the model's device
+  std::vector<int32_t> ids_;                   // [max logit rows] host copy
+  std::vector<RowSampling> row_sampling_;      // [max logit rows]
+  std::vector<double> u_accept_, u_resample_;  // [max logit rows] uniforms of sampled drafts
   std::vector<int32_t> rows_, positions_, row_slots_;
   std::vector<std::pair<float, int32_t>> ranked_;  // logprob scratch
   TokenLogprob logprob_;
