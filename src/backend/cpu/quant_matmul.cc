@@ -70,7 +70,17 @@ struct Decoded {
   const int8_t* q8 = nullptr;
   float d[kGroups];
   float m[kGroups];
+  const uint8_t* d16 = nullptr;  // the block's f16 scale, where it is d itself (one group)
 };
+
+// The f16 at p (unaligned) in every f32 lane: the same value as Half(p), converted as a vector.
+HWY_INLINE hn::Vec<DF> HalfLanes(const uint8_t* p) {
+  const hn::Rebind<uint16_t, DF> du16;
+  const hn::Rebind<hwy::float16_t, DF> dh;
+  uint16_t bits;
+  std::memcpy(&bits, p, 2);
+  return hn::PromoteTo(DF(), hn::BitCast(dh, hn::Set(du16, bits)));
+}
 
 // Stores code - centre of every u16 lane to u (int16).
 HWY_INLINE void StoreCodes(hn::Vec<DU16> v, uint16_t centre, int16_t* HWY_RESTRICT u) {
@@ -124,7 +134,7 @@ struct Q8_0 : Format {
   static constexpr bool kOffsets = false;
   using Block = Decoded<32, 32>;
   static HWY_INLINE void Decode(const uint8_t* b, Block& o) {
-    o.d[0] = Half(b);
+    o.d16 = b;
     o.q8 = reinterpret_cast<const int8_t*>(b + 2);
   }
 };
@@ -134,7 +144,7 @@ struct Q4_0 : Format {
   static constexpr bool kOffsets = false;
   using Block = Decoded<32, 32>;
   static HWY_INLINE void Decode(const uint8_t* b, Block& o) {
-    o.d[0] = Half(b);
+    o.d16 = b;
     Nibbles<false>(b + 2, nullptr, 8, o.q);
   }
 };
@@ -144,7 +154,7 @@ struct Q4_1 : Format {
   static constexpr bool kOffsets = true;
   using Block = Decoded<32, 32>;
   static HWY_INLINE void Decode(const uint8_t* b, Block& o) {
-    o.d[0] = Half(b);
+    o.d16 = b;
     o.m[0] = Half(b + 2);
     Nibbles<false>(b + 4, nullptr, 0, o.q);
   }
@@ -155,7 +165,7 @@ struct Q5_0 : Format {
   static constexpr bool kOffsets = false;
   using Block = Decoded<32, 32>;
   static HWY_INLINE void Decode(const uint8_t* b, Block& o) {
-    o.d[0] = Half(b);
+    o.d16 = b;
     Nibbles<true>(b + 6, b + 2, 16, o.q);
   }
 };
@@ -165,7 +175,7 @@ struct Q5_1 : Format {
   static constexpr bool kOffsets = true;
   using Block = Decoded<32, 32>;
   static HWY_INLINE void Decode(const uint8_t* b, Block& o) {
-    o.d[0] = Half(b);
+    o.d16 = b;
     o.m[0] = Half(b + 2);
     Nibbles<true>(b + 8, b + 4, 0, o.q);
   }
@@ -370,7 +380,7 @@ HWY_INLINE void Column(const MatmulArgs& a, int64_t m0, int64_t n0, int64_t n_st
                                                    odd[i]);
           }
         }
-        const V wscale = hn::Set(d, blk[c].d[g]);
+        const V wscale = Block::kGroups == 1 ? HalfLanes(blk[c].d16) : hn::Set(d, blk[c].d[g]);
         for (int i = 0; i < MR; ++i) {
           const V xdot = hn::ConvertTo(d, hn::RearrangeToOddPlusEven(dot[i], odd[i]));
           acc[i][c] = hn::MulAdd(hn::Mul(xdot, hn::Set(d, scale[i][og])), wscale, acc[i][c]);
