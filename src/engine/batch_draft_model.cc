@@ -143,8 +143,9 @@ void BatchDraftModel::take_logits(const Tensor& logits, const std::vector<Job*>&
     Tensor ids = ids_buffer_.view(DType::kI32, 1, n);
     backend.argmax_rows(shared, ids);
   }
-  Tensor q = draw_probs_.view(DType::kF32, n, target_vocab_);
+  Tensor q;  // [n, target vocab] f32: the draws' q rows
   if (draw) {
+    q = draw_probs_.view(DType::kF32, n, target_vocab_);
     for (int64_t i = 0; i < n; ++i) {  // row i: a draw at the job's next position
       const SlotState& s = slots_[jobs[logit_of[i]]->slot];
       const SamplingParams& p = *jobs[logit_of[i]]->params;
