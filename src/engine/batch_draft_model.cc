@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "core/timer.h"
 #include "sample/philox.h"
+#include "spec/verifier.h"
 
 namespace specd {
 
@@ -149,8 +150,7 @@ void BatchDraftModel::take_logits(const Tensor& logits, const std::vector<Job*>&
     for (int64_t i = 0; i < n; ++i) {  // row i: a draw at the job's next position
       const SlotState& s = slots_[jobs[logit_of[i]]->slot];
       const SamplingParams& p = *jobs[logit_of[i]]->params;
-      draws_[i] = {p.temperature, p.top_k, p.top_p, p.min_p,
-                   random_uniform(p.seed, s.position, RandomPurpose::kDraft)};
+      draws_[i] = device_draw(p, s.position, RandomPurpose::kDraft);
     }
     Tensor ids = ids_buffer_.view(DType::kI32, 2, kSmallBatch).slice_rows(1, 1);
     ids.cols = n;

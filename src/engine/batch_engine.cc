@@ -385,23 +385,15 @@ bool BatchEngine::needs_logits(const Sequence& seq) {
 }
 
 bool BatchEngine::verify_on_device(const Sequence& seq, const Tensor& logits, Tensor& ids) {
-  // Verifier::verify's rule on the device, with the same uniforms as the host verifier.
-  const SamplingParams& p = seq.request->generate.sampling;
-  const int64_t n = static_cast<int64_t>(seq.context.size());
-  const int k = static_cast<int>(seq.proposal.tokens.size());
-  for (int i = 0; i < k; ++i) {
-    u_accept_[i] = random_uniform(p.seed, n + i, RandomPurpose::kAccept);
-    u_resample_[i] = random_uniform(p.seed, n + i, RandomPurpose::kResample);
-  }
-  const RowSampling last{p.temperature, p.top_k, p.top_p, p.min_p,
-                         random_uniform(p.seed, n + k, RandomPurpose::kSample)};
-  const SampledDraft draft{seq.proposal.tokens, &seq.proposal.device_probs,
-                           std::span<const double>(u_accept_.data(), k),
-                           std::span<const double>(u_resample_.data(), k)};
+  RowSampling bonus;
+  const SampledDraft draft = device_verify_inputs(seq.proposal, seq.request->generate.sampling,
+                                                  static_cast<int64_t>(seq.context.size()),
+                                                  u_accept_, u_resample_, &bonus);
+  const int rows = static_cast<int>(draft.tokens.size()) + 1;
   Tensor rows_ids = ids;  // this sequence's k + 1 entries of the [1, rows] ids
   rows_ids.data = ids.row<int32_t>(0) + seq.row_offset;
-  rows_ids.cols = rows_ids.stride = k + 1;
-  return model_.backend().verify_sampled(logits.slice_rows(seq.row_offset, k + 1), last, draft,
+  rows_ids.cols = rows_ids.stride = rows;
+  return model_.backend().verify_sampled(logits.slice_rows(seq.row_offset, rows), bonus, draft,
                                          rows_ids);
 }
 
@@ -412,9 +404,7 @@ std::span<const RowSampling> BatchEngine::plain_draws(const std::vector<Sequence
     const int64_t n = static_cast<int64_t>(seq->context.size());
     const int count = static_cast<int>(seq->proposal.tokens.size()) + 1;
     for (int i = 0; i < count; ++i) {  // row i: plain decoding's draw at position n + i
-      row_sampling_[seq->row_offset + i] = {
-          p.temperature, p.top_k, p.top_p, p.min_p,
-          p.greedy() ? 0.0 : random_uniform(p.seed, n + i, RandomPurpose::kSample)};
+      row_sampling_[seq->row_offset + i] = device_draw(p, n + i, RandomPurpose::kSample);
     }
   }
   return {row_sampling_.data(), static_cast<size_t>(rows)};

@@ -74,24 +74,16 @@ void Generator::fetch_for_verify(const Tensor& logits, const SamplingParams& par
   } else if (!params.has_penalties() && point_masses) {
     // Row i's token is plain decoding's draw at position + i (Verifier::verify's rule).
     for (int64_t i = 0; i < logits.rows; ++i) {
-      row_sampling_[i] = {params.temperature, params.top_k, params.top_p, params.min_p,
-                          random_uniform(params.seed, position + i, RandomPurpose::kSample)};
+      row_sampling_[i] = device_draw(params, position + i, RandomPurpose::kSample);
     }
     fetched_ids_ = backend.sample_rows(
         logits, std::span<const RowSampling>(row_sampling_.data(), logits.rows), ids, nullptr);
   } else if (!params.has_penalties() && proposal_.device_probs.data != nullptr) {
     // Sampled drafts whose q stayed on this device: speculative sampling there.
-    const int k = static_cast<int>(proposal_.tokens.size());
-    for (int i = 0; i < k; ++i) {
-      u_accept_[i] = random_uniform(params.seed, position + i, RandomPurpose::kAccept);
-      u_resample_[i] = random_uniform(params.seed, position + i, RandomPurpose::kResample);
-    }
-    const RowSampling last{params.temperature, params.top_k, params.top_p, params.min_p,
-                           random_uniform(params.seed, position + k, RandomPurpose::kSample)};
-    const SampledDraft draft{proposal_.tokens, &proposal_.device_probs,
-                             std::span<const double>(u_accept_.data(), k),
-                             std::span<const double>(u_resample_.data(), k)};
-    fetched_ids_ = backend.verify_sampled(logits, last, draft, ids);
+    RowSampling bonus;
+    const SampledDraft draft =
+        device_verify_inputs(proposal_, params, position, u_accept_, u_resample_, &bonus);
+    fetched_ids_ = backend.verify_sampled(logits, bonus, draft, ids);
   }
   SPECD_CHECK(fetched_ids_ || proposal_.device_probs.data == nullptr,
               "sampled drafts left on the device need device-side verification");

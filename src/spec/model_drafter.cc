@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "core/timer.h"
+#include "spec/verifier.h"
 
 namespace specd {
 
@@ -128,8 +129,7 @@ void ModelDrafter::propose(std::span<const int32_t> context, int max_k,
       Tensor id = argmax_buffer_.view(DType::kI32, 1, 1);
       Tensor q = q_rows.slice_rows(j, 1);
       q.cols = usable_vocab_;
-      const RowSampling draw{params.temperature, params.top_k, params.top_p, params.min_p,
-                             random_uniform(params.seed, position, RandomPurpose::kDraft)};
+      const RowSampling draw = device_draw(params, position, RandomPurpose::kDraft);
       backend.sample_rows(shared, std::span<const RowSampling>(&draw, 1), id, &q);
       backend.copy_to_host(&token, id.data, sizeof(int32_t));
       SPECD_CHECK(token >= 0, "no token has a finite logit");

@@ -75,4 +75,23 @@ void Verifier::verify_tokens(const int32_t* targets, const DraftProposal& draft,
   }
 }
 
+RowSampling device_draw(const SamplingParams& params, int64_t position, RandomPurpose purpose) {
+  return {params.temperature, params.top_k, params.top_p, params.min_p,
+          random_uniform(params.seed, position, purpose)};
+}
+
+SampledDraft device_verify_inputs(const DraftProposal& draft, const SamplingParams& params,
+                                  int64_t position, std::span<double> u_accept,
+                                  std::span<double> u_resample, RowSampling* bonus) {
+  const size_t k = draft.tokens.size();
+  SPECD_CHECK(u_accept.size() >= k && u_resample.size() >= k, "uniform buffers of {} for {}",
+              u_accept.size(), k);
+  for (size_t i = 0; i < k; ++i) {
+    u_accept[i] = random_uniform(params.seed, position + i, RandomPurpose::kAccept);
+    u_resample[i] = random_uniform(params.seed, position + i, RandomPurpose::kResample);
+  }
+  *bonus = device_draw(params, position + static_cast<int64_t>(k), RandomPurpose::kSample);
+  return {draft.tokens, &draft.device_probs, u_accept.first(k), u_resample.first(k)};
+}
+
 }  // namespace specd

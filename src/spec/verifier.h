@@ -5,6 +5,8 @@
 #include <span>
 #include <vector>
 
+#include "backend/backend.h"
+#include "sample/philox.h"
 #include "sample/sampler.h"
 #include "spec/drafter.h"
 
@@ -43,5 +45,16 @@ class Verifier {
   std::vector<float> row_;    // [vocab] penalised logits
   std::vector<float> probs_;  // [vocab] p
 };
+
+// A row for Backend::sample_rows that draws as the host samplers do: `params` with the uniform
+// of `purpose` at `position`.
+RowSampling device_draw(const SamplingParams& params, int64_t position, RandomPurpose purpose);
+
+// Backend::verify_sampled's inputs for the sampled draft `draft` (q on the device) whose first
+// token sits at `position`, with Verifier::verify's uniforms: they are written to u_accept and
+// u_resample ([>= k]) and *bonus gets the draw of row k.
+SampledDraft device_verify_inputs(const DraftProposal& draft, const SamplingParams& params,
+                                  int64_t position, std::span<double> u_accept,
+                                  std::span<double> u_resample, RowSampling* bonus);
 
 }  // namespace specd

@@ -70,7 +70,7 @@ struct Decoded {
   const int8_t* q8 = nullptr;
   float d[kGroups];
   float m[kGroups];
-  const uint8_t* d16 = nullptr;  // the block's f16 scale, where it is d itself (one group)
+  const uint8_t* d16 = nullptr;  // the f16 scale of a one-group block (Column reads it, not d)
 };
 
 // The f16 at p (unaligned) in every f32 lane: the same value as Half(p), converted as a vector.
