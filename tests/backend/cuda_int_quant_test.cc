@@ -1,7 +1,7 @@
 // The CUDA kernels of the load-time formats (int8, int4) against the double reference: small-M
 // matmul (M = 1..16, bit-exact batch invariance, grouped launches; on the tensor-core kernel and,
-// with SPECD_CUDA_INT_MMA=0 set before the backend is made, on the CUDA-core one), the prefill path through
-// bf16 slabs, and embedding rows of a quantised table. Skips without a CUDA backend or GPU.
+// with SPECD_CUDA_INT_MMA=0 set before the backend is made, on the CUDA-core one), the prefill path
+// through bf16 slabs, and embedding rows of a quantised table. Skips without a CUDA backend or GPU.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -19,9 +19,9 @@ using backend_test::HostTensor;
 using backend_test::IntQuantWeight;
 using backend_test::random_int_quant;
 
-// The small-M kernels run on tensor cores with x split into bf16 hi + lo parts (the bf16 kernel's
-// tolerance); the CUDA-core kernel dequantises exactly and accumulates in f32; the prefill GEMM
-// rounds the dequantised weights and x to bf16.
+// The small-M kernels run on integer tensor cores with x as two int8 parts per block (about the
+// bf16 kernel's error); the CUDA-core kernel dequantises exactly and accumulates in f32; the
+// prefill GEMM rounds the dequantised weights and x to bf16.
 constexpr double kSmallTolerance = 2e-4;
 constexpr double kCudaCoreTolerance = 1e-5;
 constexpr double kGemmTolerance = 1e-2;

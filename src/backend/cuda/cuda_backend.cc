@@ -210,7 +210,7 @@ void* CudaBackend::scratch(int which, size_t bytes) {
   }
   s.bytes = size;
   if (which == kSampling) return s.data;  // token choice runs outside recorded forwards
-  for (auto& [key, r] : recorded_) {  // graphs captured the old address
+  for (auto& [key, r] : recorded_) {      // graphs captured the old address
     if (r.graph != nullptr) cudaGraphExecDestroy(r.graph);
   }
   recorded_.clear();
@@ -381,6 +381,9 @@ void CudaBackend::run_small(const cuda::MatmulGroup& group) {
   if (s.partial_floats > 0) {
     s.partials = static_cast<float*>(scratch(kPartials, s.partial_floats * 4));
     s.tickets = static_cast<unsigned*>(scratch(kTickets, static_cast<size_t>(plan.tiles) * 4));
+  }
+  if (cuda::int_quant_dtype(group.part[0].w_dtype)) {
+    s.x_int8 = scratch(kIntX, cuda::small_int_x_bytes(group.part[0].m, group.part[0].k));
   }
   cuda::matmul_small(group, plan, s, stream_);
 }

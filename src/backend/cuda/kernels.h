@@ -40,6 +40,7 @@ struct MatmulScratch {
   unsigned* tickets = nullptr;  // one counter per output tile, zero between launches
   void* x_bf16 = nullptr;       // GEMM operand copy of x (bf16)
   size_t x_bf16_elems = 0;
+  void* x_int8 = nullptr;  // int8/int4 tensor-core kernels: x as two int8 parts per block
 };
 
 // Up to 3 matmuls of the same x (and M, K, weight dtype) in one launch, e.g. q/k/v or gate/up.
@@ -62,6 +63,8 @@ SmallMatmulPlan plan_small_matmul(const MatmulGroup& group, int multiprocessors)
 // rows) or int8/int4 (whole 128-element blocks, 4-byte aligned rows), x rows 16-byte aligned.
 bool small_tensor_cores(const MatmulArgs& a);
 size_t small_matmul_partial_floats(const SmallMatmulPlan& plan);
+// Bytes of MatmulScratch::x_int8 for int8/int4 weights on tensor cores (x [M, K]).
+size_t small_int_x_bytes(int64_t m, int64_t k);
 // y = x · wᵀ for each part, M <= 16; batch-invariant (a row's bits never depend on the others).
 void matmul_small(const MatmulGroup& group, const SmallMatmulPlan& plan,
                   const MatmulScratch& scratch, cudaStream_t stream);

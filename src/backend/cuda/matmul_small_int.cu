@@ -1,28 +1,117 @@
 // Small-M matmul (1 to 16 rows) of specd's load-time int8 and int4 weights (128-element blocks:
 // int8 f32 d + int8 q[128], y = d q; int4 f16 d, f16 m + 64 bytes of nibbles, y = d q + m) on
-// tensor cores, batch-invariant.
+// integer tensor cores, batch-invariant.
 //
-// A warp owns a tile of 16 weight rows and a K range of whole blocks, as the bf16 kernel does
-// (same plan, same fixed-order reduction). Per block, lane (g, c) loads the header and the code
-// words at bytes 16j + 4c of weight rows g and g + 8 (int8: j < 8, int4: j < 4, whose low
-// nibbles are k = 16j + 4c .. + 3 and high nibbles the same k + 64). Each word feeds one mma step
-// of 16 k (the lane's four codes, matched by a 16-byte load of x). Codes become bf16 exactly,
-// the block's 8 steps sum q · x (x as bf16 hi + lo), and acc += d · sum (int4: + m · sum of x,
-// the sum from the same steps with all-ones weights) adds the block in K order. The next block's
-// words are loaded while this one multiplies (the first before waiting for the previous kernel).
+// x is first written as two int8 parts per 128-element block of each row (quantize_x_kernel):
+// s = max|x| / 127, a = round(x / s), b = round((x / s - a) * 254), so x ~ s (a + b / 254) to
+// about 2^-16 of the block's largest value. The weight codes then enter mma.m16n8k32 unchanged
+// (int8 as s8, int4 nibbles as u8), each block's two products a · q and b · q are exact integer
+// sums, and acc += d s (sum_a + sum_b / 254) adds the block in K order (int4: + m · the sum of
+// x's quantised values). A warp owns a tile of 16 weight rows and a K range of whole blocks, as
+// the bf16 kernel does (same plan, same fixed-order reduction); lane (g, c) holds the code words
+// at bytes 16j + 4c of weight rows g and g + 8, which are the mma fragments in k order. The next
+// step's words are loaded while this one multiplies (the first before waiting for the previous
+// kernel); int4 takes two blocks per step so that as many bytes are in flight as for int8.
 #include "backend/cuda/small_mma.cuh"
 
 namespace specd::cuda::small_mma {
 namespace {
 
 constexpr int kBlockK = 128;
+constexpr int kXBlockBytes = 2 * kBlockK;  // the a and b parts of one block of one x row
+constexpr float kLoScale = 1.0f / 254.0f;
 
 template <DType kType>
 struct Format {
   static constexpr bool kInt8 = kType == DType::kInt8;
   static constexpr int kBlockBytes = kInt8 ? 132 : 68;  // header + codes
   static constexpr int kWords = kInt8 ? 8 : 4;          // code words per lane and row
+  static constexpr int kPerStep = kInt8 ? 1 : 2;        // blocks loaded together
 };
+
+// Where the quantised x lives: [m, n_blocks] blocks of kXBlockBytes (a then b; within a part,
+// lane c's 32 bytes for mma steps j = 0..3 at 32c + 8j, halves 4 bytes apart), then
+// [m, n_blocks] float2 (s, s * sum of a + b / 254).
+struct XQuant {
+  int8_t* codes = nullptr;
+  float2* scales = nullptr;
+  int64_t n_blocks = 0;
+};
+XQuant x_quant_view(void* scratch, int64_t m, int64_t k) {
+  const int64_t n_blocks = k / kBlockK;
+  auto* codes = static_cast<int8_t*>(scratch);
+  return {codes, reinterpret_cast<float2*>(codes + m * n_blocks * kXBlockBytes), n_blocks};
+}
+
+// One warp per (row, block): lane L holds elements 4L .. 4L + 3, which are the mma fragment of
+// step j = L / 8, half h = (L / 4) % 2, lane c = L % 4. A block with a NaN or infinity gets a
+// NaN scale, so the products it enters are NaN as a float product would be.
+__global__ void __launch_bounds__(256)
+    quantize_x_kernel(const float* x, int64_t x_stride, int64_t m, XQuant q) {
+  wait_for_inputs();
+  allow_next_kernel();
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t item = blockIdx.x * 8LL + warp;
+  if (item >= m * q.n_blocks) return;
+  const int64_t row = item / q.n_blocks, block = item % q.n_blocks;
+  const float4 v4 =
+      *reinterpret_cast<const float4*>(x + row * x_stride + block * kBlockK + 4 * lane);
+  const float v[4] = {v4.x, v4.y, v4.z, v4.w};
+  float amax = 0.0f;
+  bool finite = true;
+#pragma unroll
+  for (int e = 0; e < 4; ++e) {
+    amax = fmaxf(amax, fabsf(v[e]));
+    finite = finite && isfinite(v[e]);
+  }
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(~0u, amax, o));
+  finite = __all_sync(~0u, finite);
+  float inv = finite && amax > 0.0f ? 127.0f / amax : 0.0f;
+  if (isinf(inv)) inv = 0.0f;  // a subnormal maximum: the block counts as zero
+  uint32_t word_a = 0, word_b = 0;
+  int sum_a = 0, sum_b = 0;
+#pragma unroll
+  for (int e = 0; e < 4; ++e) {
+    const float t = v[e] * inv;
+    const float a = rintf(t), b = rintf((t - a) * 254.0f);
+    word_a |= (static_cast<uint32_t>(static_cast<int>(a)) & 0xFFu) << (8 * e);
+    word_b |= (static_cast<uint32_t>(static_cast<int>(b)) & 0xFFu) << (8 * e);
+    sum_a += static_cast<int>(a);
+    sum_b += static_cast<int>(b);
+  }
+  const int c = lane & 3, j = lane >> 3, h = (lane >> 2) & 1;
+  int8_t* out = q.codes + item * kXBlockBytes + 32 * c + 8 * j + 4 * h;
+  *reinterpret_cast<uint32_t*>(out) = word_a;
+  *reinterpret_cast<uint32_t*>(out + kBlockK) = word_b;
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    sum_a += __shfl_xor_sync(~0u, sum_a, o);
+    sum_b += __shfl_xor_sync(~0u, sum_b, o);
+  }
+  if (lane == 0) {
+    const float s = finite ? amax / 127.0f : __int_as_float(0x7FC00000);
+    q.scales[item] = make_float2(
+        s, s * __fmaf_rn(static_cast<float>(sum_b), kLoScale, static_cast<float>(sum_a)));
+  }
+}
+
+__device__ __forceinline__ void mma_s8(int (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2,
+                                       uint32_t a3, uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+      "{%8,%9}, {%0,%1,%2,%3};"
+      : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+__device__ __forceinline__ void mma_u8(int (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2,
+                                       uint32_t a3, uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k32.row.col.s32.u8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+      "{%8,%9}, {%0,%1,%2,%3};"
+      : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
 
 // A 4-byte aligned word of weights through L1 (the lanes of a row read 16 adjacent bytes per
 // load; the row's other sectors follow in the next loads).
@@ -32,35 +121,78 @@ __device__ __forceinline__ uint32_t load_word_l1(const uint8_t* p) {
   return v;
 }
 
-// int8 codes e and e + 1 of `word` as a bf16 pair (lower k in the low half): q + 128 placed in
-// an f32 mantissa, the offset subtracted exactly, the upper halves taken (an integer of at most
-// 8 significant bits has zero low 16 bits).
-__device__ __forceinline__ uint32_t int8_pair(uint32_t word, int e) {
-  const uint32_t biased = word ^ 0x80808080u;
-  const float lo = byte_value(biased, e, 8388736.0f), hi = byte_value(biased, e + 1, 8388736.0f);
-  return __byte_perm(__float_as_uint(lo), __float_as_uint(hi), 0x7632);
-}
-
-// int4 codes of bytes e and e + 1 of `word` (low or high nibbles) as a bf16 pair: 128 + q is
-// bf16 0x4300 | q, and 128 is subtracted exactly in bf16.
-__device__ __forceinline__ uint32_t int4_pair(uint32_t word, int e, bool high) {
-  const uint32_t nibbles = (high ? word >> 4 : word) & 0x0F0F0F0Fu;
-  const uint32_t pair = __byte_perm(nibbles, 0x43u, 0x4040u | e | ((e + 1) << 8));
-  const __nv_bfloat162 v = __hsub2(*reinterpret_cast<const __nv_bfloat162*>(&pair),
-                                   __floats2bfloat162_rn(128.0f, 128.0f));
-  return *reinterpret_cast<const uint32_t*>(&v);
-}
-
-// One block of weight rows g and g + 8 for this lane: headers and code words.
+// The step's blocks of weight rows g and g + 8 for this lane: headers and code words.
 template <DType kType>
-struct Block {
-  uint32_t head[2];
-  uint32_t q[2][Format<kType>::kWords];
+struct Step {
+  uint32_t head[Format<kType>::kPerStep][2];
+  uint32_t q[Format<kType>::kPerStep][2][Format<kType>::kWords];
 };
+
+// One x row's part of a block for lane (g, c): the a and b words of mma steps j = 0..3.
+struct XWords {
+  uint4 a[2], b[2];
+  __device__ __forceinline__ uint32_t word(const uint4 (&p)[2], int i) const {
+    const uint4& v = p[i / 4];
+    return i % 4 == 0 ? v.x : i % 4 == 1 ? v.y : i % 4 == 2 ? v.z : v.w;
+  }
+};
+__device__ __forceinline__ XWords load_x_words(const int8_t* block, bool valid, int c) {
+  if (!valid) return XWords{};
+  const uint4* p = reinterpret_cast<const uint4*>(block + 32 * c);
+  const uint4* q = reinterpret_cast<const uint4*>(block + kBlockK + 32 * c);
+  return {{p[0], p[1]}, {q[0], q[1]}};
+}
+
+// sum_a / sum_b (+)= the block's products of weight rows g, g + 8 with one tile of x rows.
+template <DType kType>
+__device__ __forceinline__ void multiply_block(const uint32_t (&q)[2][Format<kType>::kWords],
+                                               const XWords& x, int (&sum_a)[4], int (&sum_b)[4]) {
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    uint32_t w[4];  // rows g, g + 8 at k 32j + 4c (+ 16 for w[2], w[3])
+    if constexpr (Format<kType>::kInt8) {
+      w[0] = q[0][2 * j], w[1] = q[1][2 * j], w[2] = q[0][2 * j + 1], w[3] = q[1][2 * j + 1];
+    } else {  // word i: low nibbles k = 16i + 4c, high nibbles k + 64
+      const int shift = j >= 2 ? 4 : 0, i = 2 * (j % 2);
+      w[0] = (q[0][i] >> shift) & 0x0F0F0F0Fu, w[1] = (q[1][i] >> shift) & 0x0F0F0F0Fu;
+      w[2] = (q[0][i + 1] >> shift) & 0x0F0F0F0Fu, w[3] = (q[1][i + 1] >> shift) & 0x0F0F0F0Fu;
+    }
+    const uint32_t a0 = x.word(x.a, 2 * j), a1 = x.word(x.a, 2 * j + 1);
+    const uint32_t b0 = x.word(x.b, 2 * j), b1 = x.word(x.b, 2 * j + 1);
+    if constexpr (Format<kType>::kInt8) {
+      mma_s8(sum_a, w[0], w[1], w[2], w[3], a0, a1);
+      mma_s8(sum_b, w[0], w[1], w[2], w[3], b0, b1);
+    } else {
+      mma_u8(sum_a, w[0], w[1], w[2], w[3], a0, a1);
+      mma_u8(sum_b, w[0], w[1], w[2], w[3], b0, b1);
+    }
+  }
+}
+
+// acc += the block's sums scaled: element e is weight row g (e < 2) or g + 8 and x row 2c + e % 2.
+template <DType kType>
+__device__ __forceinline__ void add_block(float (&acc)[4], const uint32_t (&head)[2],
+                                          const int (&sum_a)[4], const int (&sum_b)[4],
+                                          float2 xs_even, float2 xs_odd) {
+#pragma unroll
+  for (int e = 0; e < 4; ++e) {
+    const uint32_t word = head[e < 2 ? 0 : 1];
+    const float2 s = e % 2 == 0 ? xs_even : xs_odd;
+    const float dot =
+        __fmaf_rn(static_cast<float>(sum_b[e]), kLoScale, static_cast<float>(sum_a[e]));
+    if constexpr (Format<kType>::kInt8) {
+      acc[e] = __fmaf_rn(__fmul_rn(__uint_as_float(word), s.x), dot, acc[e]);
+    } else {
+      const float d = half_value(word, 0), m = half_value(word, 1);
+      acc[e] = __fmaf_rn(__fmul_rn(d, s.x), dot, __fmaf_rn(m, s.y, acc[e]));
+    }
+  }
+}
 
 template <DType kType, bool kTwoTiles>
 __global__ void __launch_bounds__(kWarps * 32, 2)
-    small_int_mma_kernel(MatmulGroup group, int block_splits, float* partials, unsigned* tickets) {
+    small_int_mma_kernel(MatmulGroup group, XQuant xq, int block_splits, float* partials,
+                         unsigned* tickets) {
   using F = Format<kType>;
   __shared__ float reduce[kWarps][kMaxRows][kTileN];
   __shared__ bool last_block;
@@ -70,8 +202,9 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
   const int64_t tiles = group.tile_end[group.count - 1];
   const int64_t splits = static_cast<int64_t>(block_splits) * kWarps;
   const int64_t first = blockIdx.y * static_cast<int64_t>(kWarps) + warp;
-  const int64_t n_blocks = a0.k / kBlockK;
+  const int64_t n_blocks = xq.n_blocks;
   const int64_t mine = first < n_blocks ? (n_blocks - first + splits - 1) / splits : 0;
+  const int64_t steps = (mine + F::kPerStep - 1) / F::kPerStep;
 
   // Rows g and g + 8 of a tile (row 0 of the part, never used, past its end).
   struct Rows {
@@ -92,84 +225,63 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
     }
     return out;
   };
-  // Block i of this warp's K range (all zero past the part's rows: a zero scale and offset).
-  auto load_block = [&](const Rows& rows, int64_t i) {
-    Block<kType> b;
-    const int64_t at = (first + i * splits) * F::kBlockBytes;
+  // Step s of this warp's K range: blocks s * kPerStep + p (all zero past the part's rows or
+  // past the warp's blocks).
+  auto load_step = [&](const Rows& rows, int64_t s) {
+    Step<kType> out;
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const uint8_t* p = rows.row[h] + at;
-      b.head[h] = rows.ok[h] ? load_word_l1(p) : 0u;
+    for (int p = 0; p < F::kPerStep; ++p) {
+      const int64_t i = s * F::kPerStep + p;
+      const int64_t at = (first + i * splits) * F::kBlockBytes;
 #pragma unroll
-      for (int j = 0; j < F::kWords; ++j) {
-        b.q[h][j] = rows.ok[h] ? load_word_l1(p + 4 + 16 * j + 4 * c) : 0u;
+      for (int h = 0; h < 2; ++h) {
+        const bool ok = rows.ok[h] && i < mine;
+        const uint8_t* ptr = rows.row[h] + at;
+        out.head[p][h] = ok ? load_word_l1(ptr) : 0u;
+#pragma unroll
+        for (int j = 0; j < F::kWords; ++j) {
+          out.q[p][h][j] = ok ? load_word_l1(ptr + 4 + 16 * j + 4 * c) : 0u;
+        }
       }
     }
-    return b;
+    return out;
   };
 
   Rows rows = rows_of(blockIdx.x);
-  Block<kType> w = mine > 0 ? load_block(rows, 0) : Block<kType>{};
+  Step<kType> w = steps > 0 ? load_step(rows, 0) : Step<kType>{};
   wait_for_inputs();
   allow_next_kernel();
-  const float* x0 = a0.x + static_cast<int64_t>(g) * a0.x_stride;
-  const float* x1 = a0.x + static_cast<int64_t>(g + 8) * a0.x_stride;
   const bool has0 = g < a0.m, has1 = g + 8 < a0.m;
-  constexpr uint32_t kOnes = 0x3F803F80u;  // bf16 pair (1, 1)
+  // x rows of the accumulator elements: 2c, 2c + 1 (acc0) and 2c + 8, 2c + 9 (acc1).
+  const bool scaled[4] = {2 * c < a0.m, 2 * c + 1 < a0.m, 2 * c + 8 < a0.m, 2 * c + 9 < a0.m};
 
   for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
     const Rows next_rows = rows_of(tile + gridDim.x);
     float acc0[4] = {0, 0, 0, 0}, acc1[4] = {0, 0, 0, 0};
-    for (int64_t i = 0; i < mine; ++i) {
-      // The next block: this tile's, or the next tile's first.
-      const Block<kType> next = i + 1 < mine ? load_block(rows, i + 1) : load_block(next_rows, 0);
-      const int64_t k0 = (first + i * splits) * kBlockK;
-      float sum0[4] = {0, 0, 0, 0}, sum1[4] = {0, 0, 0, 0};  // q · x
-      float xs0[4] = {0, 0, 0, 0}, xs1[4] = {0, 0, 0, 0};    // int4: sums of x
+    for (int64_t s = 0; s < steps; ++s) {
+      // The next step: this tile's, or the next tile's first.
+      const Step<kType> next = s + 1 < steps ? load_step(rows, s + 1) : load_step(next_rows, 0);
 #pragma unroll
-      for (int j = 0; j < 8; ++j) {
-        const int64_t kk = k0 + 16 * j + 4 * c;
-        uint32_t p0, p2, q0, q2;  // rows g and g + 8, codes {0, 1} and {2, 3}
-        if constexpr (F::kInt8) {
-          p0 = int8_pair(w.q[0][j], 0), p2 = int8_pair(w.q[0][j], 2);
-          q0 = int8_pair(w.q[1][j], 0), q2 = int8_pair(w.q[1][j], 2);
-        } else {
-          const bool high = j >= 4;
-          p0 = int4_pair(w.q[0][j % 4], 0, high), p2 = int4_pair(w.q[0][j % 4], 2, high);
-          q0 = int4_pair(w.q[1][j % 4], 0, high), q2 = int4_pair(w.q[1][j % 4], 2, high);
+      for (int p = 0; p < F::kPerStep; ++p) {
+        const int64_t i = s * F::kPerStep + p;
+        if (i >= mine) break;  // the same for the whole warp
+        const int64_t block = first + i * splits;
+        float2 xs[4];
+#pragma unroll
+        for (int r = 0; r < 4; ++r) {
+          const int64_t x_row = 2 * c + (r & 1) + (r >= 2 ? 8 : 0);
+          xs[r] = scaled[r] ? xq.scales[x_row * n_blocks + block] : make_float2(0, 0);
         }
-        const float4 zero = make_float4(0, 0, 0, 0);
-        const float4 xa = has0 ? *reinterpret_cast<const float4*>(x0 + kk) : zero;
-        XPairs xp = split_x({xa, zero});
-        mma_bf16(sum0, p0, q0, p2, q2, xp.hi[0], xp.hi[1]);
-        mma_bf16(sum0, p0, q0, p2, q2, xp.lo[0], xp.lo[1]);
-        if constexpr (!F::kInt8) {
-          mma_bf16(xs0, kOnes, kOnes, kOnes, kOnes, xp.hi[0], xp.hi[1]);
-          mma_bf16(xs0, kOnes, kOnes, kOnes, kOnes, xp.lo[0], xp.lo[1]);
-        }
+        int sum_a[4] = {0, 0, 0, 0}, sum_b[4] = {0, 0, 0, 0};
+        const XWords x0 = load_x_words(xq.codes + (g * n_blocks + block) * kXBlockBytes, has0, c);
+        multiply_block<kType>(w.q[p], x0, sum_a, sum_b);
+        add_block<kType>(acc0, w.head[p], sum_a, sum_b, xs[0], xs[1]);
         if constexpr (kTwoTiles) {
-          const float4 xb = has1 ? *reinterpret_cast<const float4*>(x1 + kk) : zero;
-          xp = split_x({xb, zero});
-          mma_bf16(sum1, p0, q0, p2, q2, xp.hi[0], xp.hi[1]);
-          mma_bf16(sum1, p0, q0, p2, q2, xp.lo[0], xp.lo[1]);
-          if constexpr (!F::kInt8) {
-            mma_bf16(xs1, kOnes, kOnes, kOnes, kOnes, xp.hi[0], xp.hi[1]);
-            mma_bf16(xs1, kOnes, kOnes, kOnes, kOnes, xp.lo[0], xp.lo[1]);
-          }
-        }
-      }
-      // Element e belongs to weight row g (e < 2) or g + 8: that row's scale (and offset).
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const uint32_t head = w.head[e < 2 ? 0 : 1];
-        if constexpr (F::kInt8) {
-          const float d = __uint_as_float(head);
-          acc0[e] = __fmaf_rn(d, sum0[e], acc0[e]);
-          if constexpr (kTwoTiles) acc1[e] = __fmaf_rn(d, sum1[e], acc1[e]);
-        } else {
-          const float d = half_value(head, 0), m = half_value(head, 1);
-          acc0[e] = __fmaf_rn(d, sum0[e], __fmaf_rn(m, xs0[e], acc0[e]));
-          if constexpr (kTwoTiles) acc1[e] = __fmaf_rn(d, sum1[e], __fmaf_rn(m, xs1[e], acc1[e]));
+          int sum_a1[4] = {0, 0, 0, 0}, sum_b1[4] = {0, 0, 0, 0};
+          const XWords x1 =
+              load_x_words(xq.codes + ((g + 8) * n_blocks + block) * kXBlockBytes, has1, c);
+          multiply_block<kType>(w.q[p], x1, sum_a1, sum_b1);
+          add_block<kType>(acc1, w.head[p], sum_a1, sum_b1, xs[2], xs[3]);
         }
       }
       w = next;
@@ -181,26 +293,41 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
 }
 
 template <DType kType>
-void launch(const MatmulGroup& group, const SmallMatmulPlan& plan, const MatmulScratch& scratch,
-            cudaStream_t stream) {
+void launch(const MatmulGroup& group, const SmallMatmulPlan& plan, const XQuant& xq,
+            const MatmulScratch& scratch, cudaStream_t stream) {
   Launch launch(dim3(static_cast<unsigned>(plan.grid_x), plan.block_splits), dim3(kWarps * 32), 0,
                 stream);
-  auto kernel = group.part[0].m > 8 ? small_int_mma_kernel<kType, true>
-                                    : small_int_mma_kernel<kType, false>;
-  check(cudaLaunchKernelEx(&launch.config, kernel, group, plan.block_splits, scratch.partials,
+  auto kernel =
+      group.part[0].m > 8 ? small_int_mma_kernel<kType, true> : small_int_mma_kernel<kType, false>;
+  check(cudaLaunchKernelEx(&launch.config, kernel, group, xq, plan.block_splits, scratch.partials,
                            scratch.tickets),
         "small_int_mma_kernel");
 }
 
 }  // namespace
 
-void launch_int(const MatmulGroup& group, const SmallMatmulPlan& plan,
-                const MatmulScratch& scratch, cudaStream_t stream) {
-  if (group.part[0].w_dtype == DType::kInt8) {
-    launch<DType::kInt8>(group, plan, scratch, stream);
+void launch_int(const MatmulGroup& group, const SmallMatmulPlan& plan, const MatmulScratch& scratch,
+                cudaStream_t stream) {
+  const MatmulArgs& a = group.part[0];
+  const XQuant xq = x_quant_view(scratch.x_int8, a.m, a.k);
+  const int64_t items = a.m * xq.n_blocks;
+  Launch quantize(dim3(static_cast<unsigned>((items + 7) / 8)), dim3(256), 0, stream);
+  check(cudaLaunchKernelEx(&quantize.config, quantize_x_kernel, a.x, a.x_stride, a.m, xq),
+        "quantize_x_kernel");
+  if (a.w_dtype == DType::kInt8) {
+    launch<DType::kInt8>(group, plan, xq, scratch, stream);
   } else {
-    launch<DType::kInt4>(group, plan, scratch, stream);
+    launch<DType::kInt4>(group, plan, xq, scratch, stream);
   }
 }
 
 }  // namespace specd::cuda::small_mma
+
+namespace specd::cuda {
+
+size_t small_int_x_bytes(int64_t m, int64_t k) {
+  return static_cast<size_t>(m * (k / small_mma::kBlockK)) *
+         (small_mma::kXBlockBytes + sizeof(float2));
+}
+
+}  // namespace specd::cuda

@@ -1,6 +1,6 @@
 // Pieces shared by the small-M tensor-core matmul kernels (bf16 weights in matmul_small.cu,
 // int8 and int4 in matmul_small_int.cu): tiles of 16 weight rows multiplied by up to 16
-// activation rows with mma.m16n8k16 on x split into bf16 hi + lo parts, and the fixed-order
+// activation rows (bf16: mma.m16n8k16 on x split into bf16 hi + lo parts), and the fixed-order
 // reduction of a tile's sums (warps in warp order, then the blocks sharing the tile in split
 // order).
 #pragma once
