@@ -4,6 +4,7 @@
 // through bf16 slabs, and embedding rows of a quantised table. Skips without a CUDA backend or GPU.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <utility>
 #include <vector>
@@ -59,6 +60,29 @@ TEST_F(CudaIntQuant, MatmulIsBatchInvariant) {
     for (auto [k, n] : std::vector<std::pair<int64_t, int64_t>>{{4096, 1024}, {640, 4099}}) {
       HostTensor x = HostTensor(DType::kF32, kSmallBatch, k).random(11);
       expect_batch_invariant(x, random_int_quant(dtype, n, k, 12).view);
+    }
+  }
+}
+
+// x is quantised per 128-element block: a NaN or an infinity must not vanish into a finite
+// scale. The rows holding one give non-finite outputs; the other rows are unaffected.
+TEST_F(CudaIntQuant, NonFiniteInputsStayNonFinite) {
+  for (DType dtype : kFormats) {
+    const int64_t k = 1024, n = 64;
+    HostTensor x = HostTensor(DType::kF32, 3, k).random(61);
+    x.set(0, 300, NAN);
+    x.set(1, 5, INFINITY);
+    IntQuantWeight w = random_int_quant(dtype, n, k, 62);
+    HostTensor y(DType::kF32, 3, n);
+    Tensor dx = upload(x), dw = upload_weight(w.view), dy = upload(y);
+    backend_->matmul(dx, dw, nullptr, dy, false);
+    HostTensor got = download(dy, y);
+    HostTensor want = y.clone();
+    reference::matmul(x.t(), w.view, nullptr, want.t(), false);
+    for (int64_t c = 0; c < n; ++c) {
+      EXPECT_FALSE(std::isfinite(got.at(0, c))) << dtype_name(dtype) << " column " << c;
+      EXPECT_FALSE(std::isfinite(got.at(1, c))) << dtype_name(dtype) << " column " << c;
+      EXPECT_NEAR(got.at(2, c), want.at(2, c), 1e-3) << dtype_name(dtype) << " column " << c;
     }
   }
 }

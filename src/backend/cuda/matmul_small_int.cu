@@ -11,7 +11,7 @@
 // the bf16 kernel does (same plan, same fixed-order reduction); lane (g, c) holds the code words
 // at bytes 16j + 4c of weight rows g and g + 8, which are the mma fragments in k order. The next
 // step's words are loaded while this one multiplies (the first before waiting for the previous
-// kernel); int4 takes two blocks per step so that as many bytes are in flight as for int8.
+// kernel); for up to 8 rows int4 takes two blocks per step, as many bytes in flight as int8.
 #include "backend/cuda/small_mma.cuh"
 
 namespace specd::cuda::small_mma {
@@ -26,7 +26,6 @@ struct Format {
   static constexpr bool kInt8 = kType == DType::kInt8;
   static constexpr int kBlockBytes = kInt8 ? 132 : 68;  // header + codes
   static constexpr int kWords = kInt8 ? 8 : 4;          // code words per lane and row
-  static constexpr int kPerStep = kInt8 ? 1 : 2;        // blocks loaded together
 };
 
 // Where the quantised x lives: [m, n_blocks] blocks of kXBlockBytes (a then b; within a part,
@@ -121,11 +120,11 @@ __device__ __forceinline__ uint32_t load_word_l1(const uint8_t* p) {
   return v;
 }
 
-// The step's blocks of weight rows g and g + 8 for this lane: headers and code words.
-template <DType kType>
+// The step's kPer blocks of weight rows g and g + 8 for this lane: headers and code words.
+template <DType kType, int kPer>
 struct Step {
-  uint32_t head[Format<kType>::kPerStep][2];
-  uint32_t q[Format<kType>::kPerStep][2][Format<kType>::kWords];
+  uint32_t head[kPer][2];
+  uint32_t q[kPer][2][Format<kType>::kWords];
 };
 
 // One x row's part of a block for lane (g, c): the a and b words of mma steps j = 0..3.
@@ -189,7 +188,8 @@ __device__ __forceinline__ void add_block(float (&acc)[4], const uint32_t (&head
   }
 }
 
-template <DType kType, bool kTwoTiles>
+// kPer: blocks loaded together (see launch()).
+template <DType kType, bool kTwoTiles, int kPer>
 __global__ void __launch_bounds__(kWarps * 32, 2)
     small_int_mma_kernel(MatmulGroup group, XQuant xq, int block_splits, float* partials,
                          unsigned* tickets) {
@@ -204,7 +204,7 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
   const int64_t first = blockIdx.y * static_cast<int64_t>(kWarps) + warp;
   const int64_t n_blocks = xq.n_blocks;
   const int64_t mine = first < n_blocks ? (n_blocks - first + splits - 1) / splits : 0;
-  const int64_t steps = (mine + F::kPerStep - 1) / F::kPerStep;
+  const int64_t steps = (mine + kPer - 1) / kPer;
 
   // Rows g and g + 8 of a tile (row 0 of the part, never used, past its end).
   struct Rows {
@@ -228,10 +228,10 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
   // Step s of this warp's K range: blocks s * kPerStep + p (all zero past the part's rows or
   // past the warp's blocks).
   auto load_step = [&](const Rows& rows, int64_t s) {
-    Step<kType> out;
+    Step<kType, kPer> out;
 #pragma unroll
-    for (int p = 0; p < F::kPerStep; ++p) {
-      const int64_t i = s * F::kPerStep + p;
+    for (int p = 0; p < kPer; ++p) {
+      const int64_t i = s * kPer + p;
       const int64_t at = (first + i * splits) * F::kBlockBytes;
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
@@ -248,7 +248,7 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
   };
 
   Rows rows = rows_of(blockIdx.x);
-  Step<kType> w = steps > 0 ? load_step(rows, 0) : Step<kType>{};
+  Step<kType, kPer> w = steps > 0 ? load_step(rows, 0) : Step<kType, kPer>{};
   wait_for_inputs();
   allow_next_kernel();
   const bool has0 = g < a0.m, has1 = g + 8 < a0.m;
@@ -260,10 +260,11 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
     float acc0[4] = {0, 0, 0, 0}, acc1[4] = {0, 0, 0, 0};
     for (int64_t s = 0; s < steps; ++s) {
       // The next step: this tile's, or the next tile's first.
-      const Step<kType> next = s + 1 < steps ? load_step(rows, s + 1) : load_step(next_rows, 0);
+      const Step<kType, kPer> next =
+          s + 1 < steps ? load_step(rows, s + 1) : load_step(next_rows, 0);
 #pragma unroll
-      for (int p = 0; p < F::kPerStep; ++p) {
-        const int64_t i = s * F::kPerStep + p;
+      for (int p = 0; p < kPer; ++p) {
+        const int64_t i = s * kPer + p;
         if (i >= mine) break;  // the same for the whole warp
         const int64_t block = first + i * splits;
         float2 xs[4];
@@ -297,8 +298,11 @@ void launch(const MatmulGroup& group, const SmallMatmulPlan& plan, const XQuant&
             const MatmulScratch& scratch, cudaStream_t stream) {
   Launch launch(dim3(static_cast<unsigned>(plan.grid_x), plan.block_splits), dim3(kWarps * 32), 0,
                 stream);
-  auto kernel =
-      group.part[0].m > 8 ? small_int_mma_kernel<kType, true> : small_int_mma_kernel<kType, false>;
+  // int4 loads two blocks per step for M <= 8 only: with the second x tile the registers of
+  // the second block would spill.
+  constexpr int kPer = kType == DType::kInt8 ? 1 : 2;
+  auto kernel = group.part[0].m > 8 ? small_int_mma_kernel<kType, true, 1>
+                                    : small_int_mma_kernel<kType, false, kPer>;
   check(cudaLaunchKernelEx(&launch.config, kernel, group, xq, plan.block_splits, scratch.partials,
                            scratch.tickets),
         "small_int_mma_kernel");
