@@ -94,10 +94,8 @@ std::vector<DeviceTensor> weight_copies(Backend& b, DType dtype, int64_t rows, i
     }
   }
   for (int c = 0; c < copies; ++c) {
-    DeviceTensor t;
-    t.buffer = b.alloc(host.size());
-    b.copy_to_device(t.buffer.data(), host.data(), host.size());
-    t.t = t.buffer.view(dtype, rows, cols);
+    DeviceTensor t;  // placed as weights are (the backend's layout)
+    t.t = b.place_weight(Tensor::make(host.data(), dtype, rows, cols), &t.buffer);
     out.push_back(std::move(t));
   }
   return out;

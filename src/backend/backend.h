@@ -110,7 +110,9 @@ class Backend {
   // Copies between two buffers of this device.
   virtual void copy_on_device(void* dst, const void* src, size_t bytes) = 0;
   // Makes a host weight (for example a memory-mapped safetensors tensor) usable by the ops.
-  // The CPU backend returns the same view (no copy); a GPU backend uploads into `storage`.
+  // The CPU backend returns the same view (no copy); a GPU backend uploads into `storage`, in a
+  // layout of its own where its kernels want one (CUDA: int8/int4 rows split into codes, then
+  // block headers).
   virtual Tensor place_weight(const Tensor& host, DeviceBuffer* storage) = 0;
   // True if the ops take weights (matmul, embedding tables) of `dtype`; block-quantised formats
   // need kernels of their own. The CPU backend takes every dtype.

@@ -82,9 +82,10 @@ class Binder {
     const size_t src_row = static_cast<size_t>(cols) * dtype_size(info->dtype);
     const size_t dst_row = dtype_row_bytes(dtype, cols);
     const size_t bytes = dst_row * static_cast<size_t>(rows);
-    DeviceBuffer buffer = backend_.alloc(bytes);
-    // On the CPU the blocks are written in place; for a GPU through a host staging copy.
+    // On the CPU the blocks are written in place; for a GPU through a host staging copy that
+    // the backend places (in its own layout).
     const bool on_host = backend_.device().kind == DeviceKind::kCpu;
+    DeviceBuffer buffer = on_host ? backend_.alloc(bytes) : DeviceBuffer();
     std::vector<uint8_t> staging(on_host ? 0 : bytes);
     auto* dst = on_host ? static_cast<uint8_t*>(buffer.data()) : staging.data();
     ThreadPool::shared(std::max(1, quant_.threads))
@@ -95,11 +96,8 @@ class Binder {
                             dst + begin * dst_row);
             },
             16);
-    if (!on_host) {
-      backend_.copy_to_device(buffer.data(), staging.data(), bytes);
-      backend_.synchronize();  // `staging` is freed on return
-    }
-    Tensor placed = buffer.view(dtype, rows, cols);
+    Tensor placed = on_host ? buffer.view(dtype, rows, cols)
+                            : backend_.place_weight(Tensor::make(dst, dtype, rows, cols), &buffer);
     out_.storage.push_back(std::move(buffer));
     out_.bytes += bytes;
     ++out_.quantized_tensors;

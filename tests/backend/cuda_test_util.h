@@ -30,7 +30,11 @@ class CudaTest : public testing::Test {
         static_cast<size_t>(std::max<int64_t>(1, t.rows) * t.stride) * dtype_size(t.dtype));
   }
   // A device copy of a contiguous weight `view` (any dtype, quantised blocks included).
-  Tensor upload_weight(const Tensor& view) { return upload_bytes(view, view.data, view.bytes()); }
+  // Placed by the backend, which may rearrange the bytes (int8/int4 rows are split on the GPU).
+  Tensor upload_weight(const Tensor& view) {
+    buffers_.emplace_back();
+    return backend_->place_weight(view, &buffers_.back());
+  }
   // The device tensor's values, in a host tensor shaped like `like`.
   HostTensor download(const Tensor& device, const HostTensor& like) {
     HostTensor out = like.clone();

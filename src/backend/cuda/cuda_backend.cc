@@ -164,7 +164,14 @@ bool CudaBackend::supports_weights(DType dtype) const {
 Tensor CudaBackend::place_weight(const Tensor& host, DeviceBuffer* storage) {
   SPECD_CHECK(host.contiguous(), "cuda: weights must be contiguous to upload");
   *storage = alloc(host.bytes());
-  check(cudaMemcpy(storage->data(), host.data, host.bytes(), cudaMemcpyHostToDevice),
+  const void* bytes = host.data;
+  std::vector<uint8_t> split;  // int8/int4 rows in the device layout: codes, then headers
+  if (cuda::int_quant_dtype(host.dtype)) {
+    split.resize(host.bytes());
+    cuda::split_int_rows(host.data, host.dtype, host.rows, host.stride, split.data());
+    bytes = split.data();
+  }
+  check(cudaMemcpy(storage->data(), bytes, host.bytes(), cudaMemcpyHostToDevice),
         "cudaMemcpy (weights)");
   Tensor out = host;
   out.data = storage->data();

@@ -1,7 +1,8 @@
-// Kernels for specd's load-time weight formats (int8 per output channel, int4 group 128; layouts
-// in backend/quant_ref.h): the small-M matmul, the dequantisation of weight slabs to bf16 for
-// the prefill GEMM, and embedding lookups from a quantised (tied) table. The prefill's slab loop
-// also serves GGUF's block formats (their dequantiser is in gguf_quant.cu).
+// Kernels for specd's load-time weight formats (int8 per output channel, int4 group 128; blocks
+// as in backend/quant_ref.h, each row split on the device into its codes, then its block headers:
+// see split_int_rows): the small-M matmul, the dequantisation of weight slabs to bf16 for the
+// prefill GEMM, and embedding lookups from a quantised (tied) table. The prefill's slab loop also
+// serves GGUF's block formats (their dequantiser is in gguf_quant.cu).
 //
 // Small M (1 to 16 rows) on CUDA cores, where the tensor-core kernel (matmul_small_int.cu) does
 // not apply (x rows not 16-byte aligned, or SPECD_CUDA_INT_MMA=0): a block of 8 warps owns 4
@@ -13,6 +14,7 @@
 // order, so the order of every (row, column) sum depends only on K: rows are bit-identical
 // whatever M.
 #include <algorithm>
+#include <cstring>
 
 #include "backend/cuda/small_quant.cuh"
 
@@ -25,7 +27,17 @@ using small_quant::kCols;
 using small_quant::kWarps;
 using small_quant::store_columns;
 constexpr int kBlockElems = 128;
-constexpr int kInt8Bytes = 132, kInt4Bytes = 68;
+constexpr int kInt8Bytes = 132, kInt4Bytes = 68;  // a block: 4 header bytes, then the codes
+
+// Where a row's codes and headers are on the device (split_int_rows).
+struct IntRow {
+  int64_t code_bytes;  // per block: 128 (int8) or 64 (int4)
+  int64_t headers;     // offset of block 0's header: all the row's codes come first
+};
+__host__ __device__ inline IntRow int_row(DType dtype, int64_t stride) {
+  const int64_t code_bytes = dtype == DType::kInt8 ? kInt8Bytes - 4 : kInt4Bytes - 4;
+  return {code_bytes, stride / kBlockElems * code_bytes};
+}
 
 // The 8 int4 weights of one lane: low nibbles (elements 4h..4h+3) then high (64 + 4h..).
 __device__ __forceinline__ void dequant_int4(uint32_t header, uint32_t codes, float (&w)[8]) {
@@ -57,6 +69,7 @@ __global__ void __launch_bounds__(kWarps * 32) small_int_kernel(ColumnGroup grou
   constexpr int kBytes = kInt8 ? kInt8Bytes : kInt4Bytes;
   const int64_t blocks = a.k / kBlockElems;
   const int64_t row_bytes = a.w_stride / kBlockElems * kBytes;
+  const IntRow layout = int_row(kType, a.w_stride);
   const auto* w = static_cast<const uint8_t*>(a.w);
   const uint8_t* rows[kCols];
 #pragma unroll
@@ -72,9 +85,8 @@ __global__ void __launch_bounds__(kWarps * 32) small_int_kernel(ColumnGroup grou
 #pragma unroll
     for (int c = 0; c < kCols; ++c) {
       if (b < blocks) {
-        const uint8_t* blk = rows[c] + b * kBytes;
-        hw[c] = load_word(blk);
-        cw[c] = load_word(blk + 4 + 4 * sub);
+        hw[c] = load_word(rows[c] + layout.headers + 4 * b);
+        cw[c] = load_word(rows[c] + b * layout.code_bytes + 4 * sub);
       } else {
         hw[c] = cw[c] = 0;
       }
@@ -147,43 +159,45 @@ void launch_small(const ColumnGroup& group, int64_t m, int64_t tiles, cudaStream
       [](auto rows) { return small_int_kernel<kType, decltype(rows)::value>; }, "small_int_kernel");
 }
 
-// Element i of a row of quantised blocks.
-__device__ __forceinline__ float dequant_at(const uint8_t* row, DType dtype, int64_t i) {
+// Element i of a row of quantised blocks (split: codes, then headers).
+__device__ __forceinline__ float dequant_at(const uint8_t* row, DType dtype, IntRow layout,
+                                            int64_t i) {
   const int64_t b = i / kBlockElems;
   const int j = static_cast<int>(i % kBlockElems);
+  const uint8_t* codes = row + b * layout.code_bytes;
+  const uint32_t header = *reinterpret_cast<const uint32_t*>(row + layout.headers + 4 * b);
   if (dtype == DType::kInt8) {
-    const uint8_t* blk = row + b * kInt8Bytes;
-    const float d = *reinterpret_cast<const float*>(blk);
-    return __fmul_rn(d, static_cast<float>(static_cast<int8_t>(blk[4 + j])));
+    return __fmul_rn(__uint_as_float(header), static_cast<float>(static_cast<int8_t>(codes[j])));
   }
-  const uint8_t* blk = row + b * kInt4Bytes;
-  const uint32_t header = *reinterpret_cast<const uint32_t*>(blk);
-  const uint8_t byte = blk[4 + j % (kBlockElems / 2)];
+  const uint8_t byte = codes[j % (kBlockElems / 2)];
   const int code = j < kBlockElems / 2 ? byte & 0x0F : byte >> 4;
   return __fadd_rn(__fmul_rn(half_value(header, 0), static_cast<float>(code)),
                    half_value(header, 1));
 }
 
-__global__ void dequantize_bf16_kernel(const uint8_t* w, DType dtype, int64_t row_bytes,
-                                       int64_t rows, int64_t k, __nv_bfloat16* out) {
+__global__ void dequantize_bf16_kernel(const uint8_t* w, DType dtype, int64_t stride,
+                                       int64_t row_bytes, int64_t rows, int64_t k,
+                                       __nv_bfloat16* out) {
+  const IntRow layout = int_row(dtype, stride);
   const int64_t total = rows * k;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t r = i / k, c = i % k;
-    out[i] = __float2bfloat16_rn(dequant_at(w + r * row_bytes, dtype, c));
+    out[i] = __float2bfloat16_rn(dequant_at(w + r * row_bytes, dtype, layout, c));
   }
 }
 
 __global__ void embedding_int_kernel(const int32_t* ids, const uint8_t* table, DType dtype,
-                                     int64_t row_bytes, int64_t vocab, int64_t dim, float* out,
-                                     int64_t out_stride) {
+                                     int64_t stride, int64_t row_bytes, int64_t vocab, int64_t dim,
+                                     float* out, int64_t out_stride) {
+  const IntRow layout = int_row(dtype, stride);
   wait_for_inputs();
   allow_next_kernel();
   const int64_t m = blockIdx.x;
   const int64_t id = ids[m];
   if (id < 0 || id >= vocab) return;  // checked on the host; never read outside the table
   for (int64_t d = threadIdx.x; d < dim; d += blockDim.x) {
-    out[m * out_stride + d] = dequant_at(table + id * row_bytes, dtype, d);
+    out[m * out_stride + d] = dequant_at(table + id * row_bytes, dtype, layout, d);
   }
 }
 
@@ -194,6 +208,19 @@ int64_t row_bytes_of(DType dtype, int64_t stride) {
 }  // namespace
 
 bool int_quant_dtype(DType dtype) { return dtype == DType::kInt8 || dtype == DType::kInt4; }
+
+void split_int_rows(const void* blocks, DType dtype, int64_t rows, int64_t stride, void* out) {
+  const int64_t n_blocks = stride / kBlockElems, block_bytes = row_bytes_of(dtype, kBlockElems);
+  const IntRow layout = int_row(dtype, stride);
+  for (int64_t r = 0; r < rows; ++r) {
+    const auto* src = static_cast<const uint8_t*>(blocks) + r * n_blocks * block_bytes;
+    auto* dst = static_cast<uint8_t*>(out) + r * n_blocks * block_bytes;
+    for (int64_t b = 0; b < n_blocks; ++b) {
+      std::memcpy(dst + layout.headers + 4 * b, src + b * block_bytes, 4);
+      std::memcpy(dst + b * layout.code_bytes, src + b * block_bytes + 4, layout.code_bytes);
+    }
+  }
+}
 
 void matmul_int_small(const MatmulGroup& group, cudaStream_t stream) {
   int64_t tiles;
@@ -235,8 +262,8 @@ void matmul_quant_gemm(const MatmulArgs& a, void* slab, cudaStream_t stream,
     } else {
       const int64_t elems = rows * a.k;
       const auto blocks = static_cast<unsigned>(std::min<int64_t>((elems + 255) / 256, 8192));
-      dequantize_bf16_kernel<<<blocks, 256, 0, stream>>>(w, a.w_dtype, row_bytes, rows, a.k,
-                                                         static_cast<__nv_bfloat16*>(slab));
+      dequantize_bf16_kernel<<<blocks, 256, 0, stream>>>(w, a.w_dtype, a.w_stride, row_bytes, rows,
+                                                         a.k, static_cast<__nv_bfloat16*>(slab));
       check(cudaGetLastError(), "dequantize_bf16_kernel");
     }
     MatmulArgs part = a;
@@ -258,7 +285,7 @@ void embedding_int(const int32_t* ids, int64_t m, const void* table, DType table
                    cudaStream_t stream) {
   Launch launch(dim3(static_cast<unsigned>(m)), dim3(256), 0, stream);
   check(cudaLaunchKernelEx(&launch.config, embedding_int_kernel, ids,
-                           static_cast<const uint8_t*>(table), table_dtype,
+                           static_cast<const uint8_t*>(table), table_dtype, table_stride,
                            row_bytes_of(table_dtype, table_stride), vocab, dim, out, out_stride),
         "embedding_int_kernel");
 }

@@ -60,7 +60,8 @@ struct SmallMatmulPlan {
 };
 SmallMatmulPlan plan_small_matmul(const MatmulGroup& group, int multiprocessors);
 // The small-M tensor-core kernels take this product: bf16 weights (K % 8 == 0, 16-byte aligned
-// rows) or int8/int4 (whole 128-element blocks, 4-byte aligned rows), x rows 16-byte aligned.
+// rows) or int8/int4 (whole 128-element blocks, rows of a multiple of 4 blocks, 16-byte aligned),
+// x rows 16-byte aligned.
 bool small_tensor_cores(const MatmulArgs& a);
 size_t small_matmul_partial_floats(const SmallMatmulPlan& plan);
 // Bytes of MatmulScratch::x_int8 for int8/int4 weights on tensor cores (x [M, K]).
@@ -77,8 +78,12 @@ void round_x_bf16(const MatmulArgs& a, const MatmulScratch& scratch, cudaStream_
 void add_bias(const MatmulArgs& a, cudaStream_t stream);
 
 // specd's load-time formats (kInt8, kInt4; int_quant.cu). K and w_stride whole 128-element
-// blocks, rows 4-byte aligned.
+// blocks, rows 4-byte aligned. On the device each row is split: the codes of its blocks (128
+// bytes per int8 block, 64 per int4 block, as in the block), then the blocks' 4-byte headers;
+// the row keeps its size.
 bool int_quant_dtype(DType dtype);
+// out [rows, stride] in the device layout = the host blocks [rows, stride] (stride: elements).
+void split_int_rows(const void* blocks, DType dtype, int64_t rows, int64_t stride, void* out);
 // y = x · wᵀ for each part (same x, M <= 16, one weight dtype); batch-invariant.
 void matmul_int_small(const MatmulGroup& group, cudaStream_t stream);
 // Embedding rows dequantised from an int8/int4 table (a tied LM head).

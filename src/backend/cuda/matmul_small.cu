@@ -228,9 +228,10 @@ __global__ void __launch_bounds__(256) small_generic_kernel(MatmulArgs a) {
 
 bool small_tensor_cores(const MatmulArgs& a) {
   const bool x_ok = a.x_stride % 4 == 0 && reinterpret_cast<uintptr_t>(a.x) % 16 == 0;
-  if (a.w_dtype == DType::kInt8 || a.w_dtype == DType::kInt4) {  // whole blocks, 4-byte aligned
-    return x_ok && a.k % 128 == 0 && a.w_stride % 128 == 0 &&
-           reinterpret_cast<uintptr_t>(a.w) % 4 == 0;
+  if (a.w_dtype == DType::kInt8 || a.w_dtype == DType::kInt4) {
+    // Whole blocks; the codes of every row 16-byte aligned (rows of a multiple of 4 blocks).
+    return x_ok && a.k % 128 == 0 && a.w_stride % 512 == 0 &&
+           reinterpret_cast<uintptr_t>(a.w) % 16 == 0;
   }
   return x_ok && a.w_dtype == DType::kBF16 && a.k % 8 == 0 && a.w_stride % 8 == 0 &&
          reinterpret_cast<uintptr_t>(a.w) % 16 == 0;

@@ -8,10 +8,14 @@
 // (int8 as s8, int4 nibbles as u8), each block's two products a · q and b · q are exact integer
 // sums, and acc += d s (sum_a + sum_b / 254) adds the block in K order (int4: + m · the sum of
 // x's quantised values). A warp owns a tile of 16 weight rows and a K range of whole blocks, as
-// the bf16 kernel does (same plan, same fixed-order reduction); lane (g, c) holds the code words
-// at bytes 16j + 4c of weight rows g and g + 8, which are the mma fragments in k order. The next
-// step's words are loaded while this one multiplies (the first before waiting for the previous
-// kernel); for up to 8 rows int4 takes two blocks per step, as many bytes in flight as int8.
+// the bf16 kernel does (same plan, same fixed-order reduction). The rows are split on the device
+// (codes, then headers; kernels.h), so lane (g, c) loads its codes of weight rows g and g + 8
+// with 16-byte loads: int8 bytes 32c .. 32c + 31 (k in that order), int4 bytes 16c .. 16c + 15
+// (low nibbles k = 16c .., high nibbles k + 64). Integer sums do not depend on the order of k, so
+// each lane's words are its mma fragments as they come, and x's words are read in the same k
+// order. The next step's words are loaded while this one multiplies (the first before waiting
+// for the previous kernel); for up to 8 rows int4 takes two blocks per step, as many bytes in
+// flight as int8.
 #include "backend/cuda/small_mma.cuh"
 
 namespace specd::cuda::small_mma {
@@ -25,12 +29,12 @@ template <DType kType>
 struct Format {
   static constexpr bool kInt8 = kType == DType::kInt8;
   static constexpr int kBlockBytes = kInt8 ? 132 : 68;  // header + codes
-  static constexpr int kWords = kInt8 ? 8 : 4;          // code words per lane and row
+  static constexpr int kCodeBytes = kBlockBytes - 4;
+  static constexpr int kWords = kInt8 ? 8 : 4;  // code words per lane and row
 };
 
-// Where the quantised x lives: [m, n_blocks] blocks of kXBlockBytes (a then b; within a part,
-// lane c's 32 bytes for mma steps j = 0..3 at 32c + 8j, halves 4 bytes apart), then
-// [m, n_blocks] float2 (s, s * sum of a + b / 254).
+// Where the quantised x lives: [m, n_blocks] blocks of kXBlockBytes (a then b, each in k order),
+// then [m, n_blocks] float2 (s, s * sum of a + b / 254).
 struct XQuant {
   int8_t* codes = nullptr;
   float2* scales = nullptr;
@@ -42,9 +46,8 @@ XQuant x_quant_view(void* scratch, int64_t m, int64_t k) {
   return {codes, reinterpret_cast<float2*>(codes + m * n_blocks * kXBlockBytes), n_blocks};
 }
 
-// One warp per (row, block): lane L holds elements 4L .. 4L + 3, which are the mma fragment of
-// step j = L / 8, half h = (L / 4) % 2, lane c = L % 4. A block with a NaN or infinity gets a
-// NaN scale, so the products it enters are NaN as a float product would be.
+// One warp per (row, block): lane L quantises elements 4L .. 4L + 3. A block with a NaN or an
+// infinity gets a NaN scale, so the products it enters are NaN as a float product would be.
 __global__ void __launch_bounds__(256)
     quantize_x_kernel(const float* x, int64_t x_stride, int64_t m, XQuant q) {
   wait_for_inputs();
@@ -79,8 +82,7 @@ __global__ void __launch_bounds__(256)
     sum_a += static_cast<int>(a);
     sum_b += static_cast<int>(b);
   }
-  const int c = lane & 3, j = lane >> 3, h = (lane >> 2) & 1;
-  int8_t* out = q.codes + item * kXBlockBytes + 32 * c + 8 * j + 4 * h;
+  int8_t* out = q.codes + item * kXBlockBytes + 4 * lane;
   *reinterpret_cast<uint32_t*>(out) = word_a;
   *reinterpret_cast<uint32_t*>(out + kBlockK) = word_b;
 #pragma unroll
@@ -112,12 +114,12 @@ __device__ __forceinline__ void mma_u8(int (&d)[4], uint32_t a0, uint32_t a1, ui
       : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
-// A 4-byte aligned word of weights through L1 (the lanes of a row read 16 adjacent bytes per
-// load; the row's other sectors follow in the next loads).
-__device__ __forceinline__ uint32_t load_word_l1(const uint8_t* p) {
-  uint32_t v;
-  asm volatile("ld.global.nc.u32 %0, [%1];" : "=r"(v) : "l"(p));
-  return v;
+// 16 bytes of weights (16-byte aligned), and a 4-byte header.
+__device__ __forceinline__ uint4 load_codes(const uint8_t* p) {
+  return __ldg(reinterpret_cast<const uint4*>(p));
+}
+__device__ __forceinline__ uint32_t load_header(const uint8_t* p) {
+  return __ldg(reinterpret_cast<const uint32_t*>(p));
 }
 
 // The step's kPer blocks of weight rows g and g + 8 for this lane: headers and code words.
@@ -127,7 +129,8 @@ struct Step {
   uint32_t q[kPer][2][Format<kType>::kWords];
 };
 
-// One x row's part of a block for lane (g, c): the a and b words of mma steps j = 0..3.
+// One x row's part of a block for lane (g, c): the a and b words of mma steps j = 0..3 (words
+// 2j and 2j + 1), at the k of the lane's weight words.
 struct XWords {
   uint4 a[2], b[2];
   __device__ __forceinline__ uint32_t word(const uint4 (&p)[2], int i) const {
@@ -135,11 +138,16 @@ struct XWords {
     return i % 4 == 0 ? v.x : i % 4 == 1 ? v.y : i % 4 == 2 ? v.z : v.w;
   }
 };
+template <DType kType>
 __device__ __forceinline__ XWords load_x_words(const int8_t* block, bool valid, int c) {
   if (!valid) return XWords{};
-  const uint4* p = reinterpret_cast<const uint4*>(block + 32 * c);
-  const uint4* q = reinterpret_cast<const uint4*>(block + kBlockK + 32 * c);
-  return {{p[0], p[1]}, {q[0], q[1]}};
+  // int8: k = 32c .. 32c + 31; int4: k = 16c .. 16c + 15 and 64 + 16c .. 64 + 16c + 15.
+  const int first = Format<kType>::kInt8 ? 32 * c : 16 * c;
+  const int second = Format<kType>::kInt8 ? 32 * c + 16 : 64 + 16 * c;
+  const auto at = [&](int part, int offset) {
+    return *reinterpret_cast<const uint4*>(block + part * kBlockK + offset);
+  };
+  return {{at(0, first), at(0, second)}, {at(1, first), at(1, second)}};
 }
 
 // sum_a / sum_b (+)= the block's products of weight rows g, g + 8 with one tile of x rows.
@@ -148,10 +156,10 @@ __device__ __forceinline__ void multiply_block(const uint32_t (&q)[2][Format<kTy
                                                const XWords& x, int (&sum_a)[4], int (&sum_b)[4]) {
 #pragma unroll
   for (int j = 0; j < 4; ++j) {
-    uint32_t w[4];  // rows g, g + 8 at k 32j + 4c (+ 16 for w[2], w[3])
+    uint32_t w[4];  // rows g, g + 8: the lane's words 2j (w[0], w[1]) and 2j + 1 (w[2], w[3])
     if constexpr (Format<kType>::kInt8) {
       w[0] = q[0][2 * j], w[1] = q[1][2 * j], w[2] = q[0][2 * j + 1], w[3] = q[1][2 * j + 1];
-    } else {  // word i: low nibbles k = 16i + 4c, high nibbles k + 64
+    } else {  // word i: low nibbles k = 16c + 4i, high nibbles k + 64
       const int shift = j >= 2 ? 4 : 0, i = 2 * (j % 2);
       w[0] = (q[0][i] >> shift) & 0x0F0F0F0Fu, w[1] = (q[1][i] >> shift) & 0x0F0F0F0Fu;
       w[2] = (q[0][i + 1] >> shift) & 0x0F0F0F0Fu, w[3] = (q[1][i + 1] >> shift) & 0x0F0F0F0Fu;
@@ -209,6 +217,7 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
   // Rows g and g + 8 of a tile (row 0 of the part, never used, past its end).
   struct Rows {
     const uint8_t* row[2];
+    int64_t headers;  // offset of a row's block headers
     bool ok[2];
   };
   auto rows_of = [&](int64_t tile) {
@@ -217,6 +226,7 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
     const TileSpot spot = find_tile(group, tile);
     const MatmulArgs& a = group.part[spot.part];
     const int64_t row_bytes = a.w_stride / kBlockK * F::kBlockBytes;
+    out.headers = a.w_stride / kBlockK * F::kCodeBytes;
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int64_t n = spot.n0 + g + 8 * h;
@@ -225,22 +235,24 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
     }
     return out;
   };
-  // Step s of this warp's K range: blocks s * kPerStep + p (all zero past the part's rows or
+  // Step s of this warp's K range: blocks s * kPer + p (all zero past the part's rows or
   // past the warp's blocks).
   auto load_step = [&](const Rows& rows, int64_t s) {
     Step<kType, kPer> out;
 #pragma unroll
     for (int p = 0; p < kPer; ++p) {
       const int64_t i = s * kPer + p;
-      const int64_t at = (first + i * splits) * F::kBlockBytes;
+      const int64_t block = first + i * splits;
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const bool ok = rows.ok[h] && i < mine;
-        const uint8_t* ptr = rows.row[h] + at;
-        out.head[p][h] = ok ? load_word_l1(ptr) : 0u;
+        const uint8_t* codes = rows.row[h] + block * F::kCodeBytes + F::kWords * 4 * c;
+        out.head[p][h] = ok ? load_header(rows.row[h] + rows.headers + 4 * block) : 0u;
 #pragma unroll
-        for (int j = 0; j < F::kWords; ++j) {
-          out.q[p][h][j] = ok ? load_word_l1(ptr + 4 + 16 * j + 4 * c) : 0u;
+        for (int v = 0; v < F::kWords / 4; ++v) {
+          const uint4 u = ok ? load_codes(codes + 16 * v) : make_uint4(0, 0, 0, 0);
+          out.q[p][h][4 * v] = u.x, out.q[p][h][4 * v + 1] = u.y;
+          out.q[p][h][4 * v + 2] = u.z, out.q[p][h][4 * v + 3] = u.w;
         }
       }
     }
@@ -274,13 +286,14 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
           xs[r] = scaled[r] ? xq.scales[x_row * n_blocks + block] : make_float2(0, 0);
         }
         int sum_a[4] = {0, 0, 0, 0}, sum_b[4] = {0, 0, 0, 0};
-        const XWords x0 = load_x_words(xq.codes + (g * n_blocks + block) * kXBlockBytes, has0, c);
+        const XWords x0 =
+            load_x_words<kType>(xq.codes + (g * n_blocks + block) * kXBlockBytes, has0, c);
         multiply_block<kType>(w.q[p], x0, sum_a, sum_b);
         add_block<kType>(acc0, w.head[p], sum_a, sum_b, xs[0], xs[1]);
         if constexpr (kTwoTiles) {
           int sum_a1[4] = {0, 0, 0, 0}, sum_b1[4] = {0, 0, 0, 0};
           const XWords x1 =
-              load_x_words(xq.codes + ((g + 8) * n_blocks + block) * kXBlockBytes, has1, c);
+              load_x_words<kType>(xq.codes + ((g + 8) * n_blocks + block) * kXBlockBytes, has1, c);
           multiply_block<kType>(w.q[p], x1, sum_a1, sum_b1);
           add_block<kType>(acc1, w.head[p], sum_a1, sum_b1, xs[2], xs[3]);
         }
