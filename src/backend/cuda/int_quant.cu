@@ -187,6 +187,47 @@ __global__ void dequantize_bf16_kernel(const uint8_t* w, DType dtype, int64_t st
   }
 }
 
+// The same values, 16 code bytes per thread (int8: 16 weights, int4: 32) read with one 16-byte
+// load and written with 16-byte stores; rows whose codes are 16-byte aligned.
+template <DType kType>
+__global__ void dequantize_bf16_wide_kernel(const uint8_t* w, int64_t stride, int64_t row_bytes,
+                                            int64_t rows, int64_t k, __nv_bfloat16* out) {
+  constexpr bool kInt8 = kType == DType::kInt8;
+  constexpr int kChunks = kInt8 ? 8 : 4;  // 16-byte chunks of codes per block
+  const IntRow layout = int_row(kType, stride);
+  const int64_t per_row = k / kBlockElems * kChunks, total = rows * per_row;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t r = i / per_row, b = i % per_row / kChunks;
+    const int q = static_cast<int>(i % kChunks);
+    const uint8_t* row = w + r * row_bytes;
+    const uint4 codes = __ldg(reinterpret_cast<const uint4*>(row + b * layout.code_bytes + 16 * q));
+    const uint32_t header = __ldg(reinterpret_cast<const uint32_t*>(row + layout.headers + 4 * b));
+    const uint32_t words[4] = {codes.x, codes.y, codes.z, codes.w};
+    __nv_bfloat16* block_out = out + r * k + b * kBlockElems;
+    __align__(16) __nv_bfloat16 lo[16], hi[16];
+    const float d = kInt8 ? __uint_as_float(header) : half_value(header, 0);
+    const float m = kInt8 ? 0.0f : half_value(header, 1);
+#pragma unroll
+    for (int e = 0; e < 16; ++e) {
+      const uint32_t byte = (words[e / 4] >> (8 * (e % 4))) & 0xFFu;
+      if constexpr (kInt8) {
+        const float code = static_cast<float>(static_cast<int8_t>(byte));
+        lo[e] = __float2bfloat16_rn(__fmul_rn(d, code));
+      } else {
+        lo[e] = __float2bfloat16_rn(__fadd_rn(__fmul_rn(d, static_cast<float>(byte & 0x0F)), m));
+        hi[e] = __float2bfloat16_rn(__fadd_rn(__fmul_rn(d, static_cast<float>(byte >> 4)), m));
+      }
+    }
+    auto store16 = [](__nv_bfloat16* to, const __nv_bfloat16(&v)[16]) {
+      reinterpret_cast<uint4*>(to)[0] = reinterpret_cast<const uint4*>(v)[0];
+      reinterpret_cast<uint4*>(to)[1] = reinterpret_cast<const uint4*>(v)[1];
+    };
+    store16(block_out + 16 * q, lo);
+    if constexpr (!kInt8) store16(block_out + kBlockElems / 2 + 16 * q, hi);
+  }
+}
+
 __global__ void embedding_int_kernel(const int32_t* ids, const uint8_t* table, DType dtype,
                                      int64_t stride, int64_t row_bytes, int64_t vocab, int64_t dim,
                                      float* out, int64_t out_stride) {
@@ -259,6 +300,18 @@ void matmul_quant_gemm(const MatmulArgs& a, void* slab, cudaStream_t stream,
     const auto* w = static_cast<const uint8_t*>(a.w) + n0 * row_bytes;
     if (block_format) {
       dequantize_block_bf16(w, a.w_dtype, row_bytes, rows, a.k, slab, stream);
+    } else if (row_bytes % 16 == 0 && reinterpret_cast<uintptr_t>(w) % 16 == 0) {
+      const int64_t chunks = rows * a.k / 16;  // at least 16 codes per thread
+      const auto blocks = static_cast<unsigned>(std::min<int64_t>((chunks + 255) / 256, 8192));
+      auto* bf16 = static_cast<__nv_bfloat16*>(slab);
+      if (a.w_dtype == DType::kInt8) {
+        dequantize_bf16_wide_kernel<DType::kInt8>
+            <<<blocks, 256, 0, stream>>>(w, a.w_stride, row_bytes, rows, a.k, bf16);
+      } else {
+        dequantize_bf16_wide_kernel<DType::kInt4>
+            <<<blocks, 256, 0, stream>>>(w, a.w_stride, row_bytes, rows, a.k, bf16);
+      }
+      check(cudaGetLastError(), "dequantize_bf16_wide_kernel");
     } else {
       const int64_t elems = rows * a.k;
       const auto blocks = static_cast<unsigned>(std::min<int64_t>((elems + 255) / 256, 8192));
