@@ -46,10 +46,17 @@ __device__ float block_sum(float v) {
 constexpr int kNormPerThread = 8;  // row elements a thread keeps in registers
 
 // The row's loads are issued together (kept in registers between the two passes); rows longer
-// than kNormPerThread * blockDim.x read the rest in a strided loop.
+// than kNormPerThread * blockDim.x read the rest in a strided loop. The weights (constant) are
+// loaded before the kernel waits for the one that writes x.
 __global__ void rms_norm_kernel(const float* x, int64_t x_stride, const void* weight,
                                 DType weight_dtype, float eps, float* y, int64_t y_stride,
                                 int64_t cols) {
+  float wv[kNormPerThread];
+#pragma unroll
+  for (int i = 0; i < kNormPerThread; ++i) {
+    const int64_t d = threadIdx.x + static_cast<int64_t>(i) * blockDim.x;
+    wv[i] = d < cols ? load_f32(weight, weight_dtype, d) : 0.0f;
+  }
   wait_for_inputs();
   allow_next_kernel();
   const float* row = x + blockIdx.x * x_stride;
@@ -73,7 +80,7 @@ __global__ void rms_norm_kernel(const float* x, int64_t x_stride, const void* we
 #pragma unroll
   for (int i = 0; i < kNormPerThread; ++i) {
     const int64_t d = threadIdx.x + static_cast<int64_t>(i) * blockDim.x;
-    if (d < cols) out[d] = v[i] * inv * load_f32(weight, weight_dtype, d);
+    if (d < cols) out[d] = v[i] * inv * wv[i];
   }
 }
 

@@ -117,6 +117,8 @@ void matmul_quant_gemm(const MatmulArgs& a, void* slab, cudaStream_t stream,
 void embedding(const int32_t* ids, int64_t m, const void* table, DType table_dtype,
                int64_t table_stride, int64_t vocab, int64_t dim, float* out, int64_t out_stride,
                cudaStream_t stream);
+// weight [cols] must not be written by earlier kernels of the stream (it is read before the
+// kernel waits for them).
 void rms_norm(const float* x, int64_t x_stride, const void* weight, DType weight_dtype, float eps,
               float* y, int64_t y_stride, int64_t rows, int64_t cols, cudaStream_t stream);
 void rope(float* x, int64_t stride, int64_t rows, int n_heads, int half, const int32_t* positions,
