@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "backend/cuda/int_rows.cuh"
 #include "backend/cuda/small_quant.cuh"
 
 namespace specd::cuda {
@@ -26,18 +27,7 @@ using small_quant::ColumnGroup;
 using small_quant::kCols;
 using small_quant::kWarps;
 using small_quant::store_columns;
-constexpr int kBlockElems = 128;
-constexpr int kInt8Bytes = 132, kInt4Bytes = 68;  // a block: 4 header bytes, then the codes
-
-// Where a row's codes and headers are on the device (split_int_rows).
-struct IntRow {
-  int64_t code_bytes;  // per block: 128 (int8) or 64 (int4)
-  int64_t headers;     // offset of block 0's header: all the row's codes come first
-};
-__host__ __device__ inline IntRow int_row(DType dtype, int64_t stride) {
-  const int64_t code_bytes = dtype == DType::kInt8 ? kInt8Bytes - 4 : kInt4Bytes - 4;
-  return {code_bytes, stride / kBlockElems * code_bytes};
-}
+constexpr int kBlockElems = kIntBlockElems;
 
 // The 8 int4 weights of one lane: low nibbles (elements 4h..4h+3) then high (64 + 4h..).
 __device__ __forceinline__ void dequant_int4(uint32_t header, uint32_t codes, float (&w)[8]) {
@@ -66,14 +56,13 @@ __global__ void __launch_bounds__(kWarps * 32) small_int_kernel(ColumnGroup grou
   int64_t n0;
   const MatmulArgs& a = block_part(group, &n0);
   constexpr bool kInt8 = kType == DType::kInt8;
-  constexpr int kBytes = kInt8 ? kInt8Bytes : kInt4Bytes;
   const int64_t blocks = a.k / kBlockElems;
-  const int64_t row_bytes = a.w_stride / kBlockElems * kBytes;
   const IntRow layout = int_row(kType, a.w_stride);
   const auto* w = static_cast<const uint8_t*>(a.w);
   const uint8_t* rows[kCols];
 #pragma unroll
-  for (int c = 0; c < kCols; ++c) rows[c] = w + std::min<int64_t>(n0 + c, a.n - 1) * row_bytes;
+  for (int c = 0; c < kCols; ++c)
+    rows[c] = w + std::min<int64_t>(n0 + c, a.n - 1) * layout.row_bytes;
 
   // Block sequence of this lane: int8 one block per warp step, int4 one per half-warp.
   const int64_t stride = kInt8 ? kWarps : 2 * kWarps;
@@ -86,7 +75,7 @@ __global__ void __launch_bounds__(kWarps * 32) small_int_kernel(ColumnGroup grou
     for (int c = 0; c < kCols; ++c) {
       if (b < blocks) {
         hw[c] = load_word(rows[c] + layout.headers + 4 * b);
-        cw[c] = load_word(rows[c] + b * layout.code_bytes + 4 * sub);
+        cw[c] = load_word(rows[c] + b * int_code_bytes(kType) + 4 * sub);
       } else {
         hw[c] = cw[c] = 0;
       }
@@ -164,7 +153,7 @@ __device__ __forceinline__ float dequant_at(const uint8_t* row, DType dtype, Int
                                             int64_t i) {
   const int64_t b = i / kBlockElems;
   const int j = static_cast<int>(i % kBlockElems);
-  const uint8_t* codes = row + b * layout.code_bytes;
+  const uint8_t* codes = row + b * int_code_bytes(dtype);
   const uint32_t header = *reinterpret_cast<const uint32_t*>(row + layout.headers + 4 * b);
   if (dtype == DType::kInt8) {
     return __fmul_rn(__uint_as_float(header), static_cast<float>(static_cast<int8_t>(codes[j])));
@@ -175,23 +164,22 @@ __device__ __forceinline__ float dequant_at(const uint8_t* row, DType dtype, Int
                    half_value(header, 1));
 }
 
-__global__ void dequantize_bf16_kernel(const uint8_t* w, DType dtype, int64_t stride,
-                                       int64_t row_bytes, int64_t rows, int64_t k,
-                                       __nv_bfloat16* out) {
+__global__ void dequantize_bf16_kernel(const uint8_t* w, DType dtype, int64_t stride, int64_t rows,
+                                       int64_t k, __nv_bfloat16* out) {
   const IntRow layout = int_row(dtype, stride);
   const int64_t total = rows * k;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t r = i / k, c = i % k;
-    out[i] = __float2bfloat16_rn(dequant_at(w + r * row_bytes, dtype, layout, c));
+    out[i] = __float2bfloat16_rn(dequant_at(w + r * layout.row_bytes, dtype, layout, c));
   }
 }
 
 // The same values, 16 code bytes per thread (int8: 16 weights, int4: 32) read with one 16-byte
 // load and written with 16-byte stores; rows whose codes are 16-byte aligned.
 template <DType kType>
-__global__ void dequantize_bf16_wide_kernel(const uint8_t* w, int64_t stride, int64_t row_bytes,
-                                            int64_t rows, int64_t k, __nv_bfloat16* out) {
+__global__ void dequantize_bf16_wide_kernel(const uint8_t* w, int64_t stride, int64_t rows,
+                                            int64_t k, __nv_bfloat16* out) {
   constexpr bool kInt8 = kType == DType::kInt8;
   constexpr int kChunks = kInt8 ? 8 : 4;  // 16-byte chunks of codes per block
   const IntRow layout = int_row(kType, stride);
@@ -200,8 +188,9 @@ __global__ void dequantize_bf16_wide_kernel(const uint8_t* w, int64_t stride, in
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t r = i / per_row, b = i % per_row / kChunks;
     const int q = static_cast<int>(i % kChunks);
-    const uint8_t* row = w + r * row_bytes;
-    const uint4 codes = __ldg(reinterpret_cast<const uint4*>(row + b * layout.code_bytes + 16 * q));
+    const uint8_t* row = w + r * layout.row_bytes;
+    const uint4 codes =
+        __ldg(reinterpret_cast<const uint4*>(row + b * int_code_bytes(kType) + 16 * q));
     const uint32_t header = __ldg(reinterpret_cast<const uint32_t*>(row + layout.headers + 4 * b));
     const uint32_t words[4] = {codes.x, codes.y, codes.z, codes.w};
     __nv_bfloat16* block_out = out + r * k + b * kBlockElems;
@@ -229,8 +218,8 @@ __global__ void dequantize_bf16_wide_kernel(const uint8_t* w, int64_t stride, in
 }
 
 __global__ void embedding_int_kernel(const int32_t* ids, const uint8_t* table, DType dtype,
-                                     int64_t stride, int64_t row_bytes, int64_t vocab, int64_t dim,
-                                     float* out, int64_t out_stride) {
+                                     int64_t stride, int64_t vocab, int64_t dim, float* out,
+                                     int64_t out_stride) {
   const IntRow layout = int_row(dtype, stride);
   wait_for_inputs();
   allow_next_kernel();
@@ -238,12 +227,8 @@ __global__ void embedding_int_kernel(const int32_t* ids, const uint8_t* table, D
   const int64_t id = ids[m];
   if (id < 0 || id >= vocab) return;  // checked on the host; never read outside the table
   for (int64_t d = threadIdx.x; d < dim; d += blockDim.x) {
-    out[m * out_stride + d] = dequant_at(table + id * row_bytes, dtype, layout, d);
+    out[m * out_stride + d] = dequant_at(table + id * layout.row_bytes, dtype, layout, d);
   }
-}
-
-int64_t row_bytes_of(DType dtype, int64_t stride) {
-  return stride / kBlockElems * (dtype == DType::kInt8 ? kInt8Bytes : kInt4Bytes);
 }
 
 }  // namespace
@@ -251,14 +236,15 @@ int64_t row_bytes_of(DType dtype, int64_t stride) {
 bool int_quant_dtype(DType dtype) { return dtype == DType::kInt8 || dtype == DType::kInt4; }
 
 void split_int_rows(const void* blocks, DType dtype, int64_t rows, int64_t stride, void* out) {
-  const int64_t n_blocks = stride / kBlockElems, block_bytes = row_bytes_of(dtype, kBlockElems);
+  const int64_t n_blocks = stride / kBlockElems;
+  const int block_bytes = int_block_bytes(dtype), code_bytes = int_code_bytes(dtype);
   const IntRow layout = int_row(dtype, stride);
   for (int64_t r = 0; r < rows; ++r) {
-    const auto* src = static_cast<const uint8_t*>(blocks) + r * n_blocks * block_bytes;
-    auto* dst = static_cast<uint8_t*>(out) + r * n_blocks * block_bytes;
+    const auto* src = static_cast<const uint8_t*>(blocks) + r * layout.row_bytes;
+    auto* dst = static_cast<uint8_t*>(out) + r * layout.row_bytes;
     for (int64_t b = 0; b < n_blocks; ++b) {
       std::memcpy(dst + layout.headers + 4 * b, src + b * block_bytes, 4);
-      std::memcpy(dst + b * layout.code_bytes, src + b * block_bytes + 4, layout.code_bytes);
+      std::memcpy(dst + b * code_bytes, src + b * block_bytes + 4, code_bytes);
     }
   }
 }
@@ -294,7 +280,7 @@ void matmul_quant_gemm(const MatmulArgs& a, void* slab, cudaStream_t stream,
   }
   const int64_t slab_rows = dequant_slab_rows(a.k);
   const auto row_bytes = block_format ? static_cast<int64_t>(dtype_row_bytes(a.w_dtype, a.w_stride))
-                                      : row_bytes_of(a.w_dtype, a.w_stride);
+                                      : int_row(a.w_dtype, a.w_stride).row_bytes;
   for (int64_t n0 = 0; n0 < a.n; n0 += slab_rows) {
     const int64_t rows = std::min(slab_rows, a.n - n0);
     const auto* w = static_cast<const uint8_t*>(a.w) + n0 * row_bytes;
@@ -306,17 +292,17 @@ void matmul_quant_gemm(const MatmulArgs& a, void* slab, cudaStream_t stream,
       auto* bf16 = static_cast<__nv_bfloat16*>(slab);
       if (a.w_dtype == DType::kInt8) {
         dequantize_bf16_wide_kernel<DType::kInt8>
-            <<<blocks, 256, 0, stream>>>(w, a.w_stride, row_bytes, rows, a.k, bf16);
+            <<<blocks, 256, 0, stream>>>(w, a.w_stride, rows, a.k, bf16);
       } else {
         dequantize_bf16_wide_kernel<DType::kInt4>
-            <<<blocks, 256, 0, stream>>>(w, a.w_stride, row_bytes, rows, a.k, bf16);
+            <<<blocks, 256, 0, stream>>>(w, a.w_stride, rows, a.k, bf16);
       }
       check(cudaGetLastError(), "dequantize_bf16_wide_kernel");
     } else {
       const int64_t elems = rows * a.k;
       const auto blocks = static_cast<unsigned>(std::min<int64_t>((elems + 255) / 256, 8192));
-      dequantize_bf16_kernel<<<blocks, 256, 0, stream>>>(w, a.w_dtype, a.w_stride, row_bytes, rows,
-                                                         a.k, static_cast<__nv_bfloat16*>(slab));
+      dequantize_bf16_kernel<<<blocks, 256, 0, stream>>>(w, a.w_dtype, a.w_stride, rows, a.k,
+                                                         static_cast<__nv_bfloat16*>(slab));
       check(cudaGetLastError(), "dequantize_bf16_kernel");
     }
     MatmulArgs part = a;
@@ -338,8 +324,8 @@ void embedding_int(const int32_t* ids, int64_t m, const void* table, DType table
                    cudaStream_t stream) {
   Launch launch(dim3(static_cast<unsigned>(m)), dim3(256), 0, stream);
   check(cudaLaunchKernelEx(&launch.config, embedding_int_kernel, ids,
-                           static_cast<const uint8_t*>(table), table_dtype, table_stride,
-                           row_bytes_of(table_dtype, table_stride), vocab, dim, out, out_stride),
+                           static_cast<const uint8_t*>(table), table_dtype, table_stride, vocab,
+                           dim, out, out_stride),
         "embedding_int_kernel");
 }
 

@@ -16,6 +16,7 @@
 // order. The next step's words are loaded while this one multiplies (the first before waiting
 // for the previous kernel); for up to 8 rows int4 takes two blocks per step, as many bytes in
 // flight as int8.
+#include "backend/cuda/int_rows.cuh"
 #include "backend/cuda/small_mma.cuh"
 
 namespace specd::cuda::small_mma {
@@ -28,8 +29,7 @@ constexpr float kLoScale = 1.0f / 254.0f;
 template <DType kType>
 struct Format {
   static constexpr bool kInt8 = kType == DType::kInt8;
-  static constexpr int kBlockBytes = kInt8 ? 132 : 68;  // header + codes
-  static constexpr int kCodeBytes = kBlockBytes - 4;
+  static constexpr int kCodeBytes = int_code_bytes(kType);
   static constexpr int kWords = kInt8 ? 8 : 4;  // code words per lane and row
 };
 
@@ -97,21 +97,21 @@ __global__ void __launch_bounds__(256)
   }
 }
 
-__device__ __forceinline__ void mma_s8(int (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2,
-                                       uint32_t a3, uint32_t b0, uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-      "{%8,%9}, {%0,%1,%2,%3};"
-      : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
-      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
-__device__ __forceinline__ void mma_u8(int (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2,
-                                       uint32_t a3, uint32_t b0, uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k32.row.col.s32.u8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-      "{%8,%9}, {%0,%1,%2,%3};"
-      : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
-      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+// d += a (16 x 32 weight codes: s8 for int8, u8 for int4 nibbles) times b (32 x 8 s8 x parts).
+template <DType kType>
+__device__ __forceinline__ void mma_codes(int (&d)[4], const uint32_t (&a)[4], uint32_t b0,
+                                          uint32_t b1) {
+#define SPECD_MMA_CODES(ATYPE)                                                 \
+  asm volatile("mma.sync.aligned.m16n8k32.row.col.s32." ATYPE                  \
+               ".s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};" \
+               : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])                \
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1))
+  if constexpr (kType == DType::kInt8) {
+    SPECD_MMA_CODES("s8");
+  } else {
+    SPECD_MMA_CODES("u8");
+  }
+#undef SPECD_MMA_CODES
 }
 
 // 16 bytes of weights (16-byte aligned), and a 4-byte header.
@@ -166,13 +166,8 @@ __device__ __forceinline__ void multiply_block(const uint32_t (&q)[2][Format<kTy
     }
     const uint32_t a0 = x.word(x.a, 2 * j), a1 = x.word(x.a, 2 * j + 1);
     const uint32_t b0 = x.word(x.b, 2 * j), b1 = x.word(x.b, 2 * j + 1);
-    if constexpr (Format<kType>::kInt8) {
-      mma_s8(sum_a, w[0], w[1], w[2], w[3], a0, a1);
-      mma_s8(sum_b, w[0], w[1], w[2], w[3], b0, b1);
-    } else {
-      mma_u8(sum_a, w[0], w[1], w[2], w[3], a0, a1);
-      mma_u8(sum_b, w[0], w[1], w[2], w[3], b0, b1);
-    }
+    mma_codes<kType>(sum_a, w, a0, a1);
+    mma_codes<kType>(sum_b, w, b0, b1);
   }
 }
 
@@ -225,13 +220,13 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
     if (tile >= tiles) return out;
     const TileSpot spot = find_tile(group, tile);
     const MatmulArgs& a = group.part[spot.part];
-    const int64_t row_bytes = a.w_stride / kBlockK * F::kBlockBytes;
-    out.headers = a.w_stride / kBlockK * F::kCodeBytes;
+    const IntRow layout = int_row(kType, a.w_stride);
+    out.headers = layout.headers;
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int64_t n = spot.n0 + g + 8 * h;
       out.ok[h] = n < a.n;
-      out.row[h] = static_cast<const uint8_t*>(a.w) + (out.ok[h] ? n : 0) * row_bytes;
+      out.row[h] = static_cast<const uint8_t*>(a.w) + (out.ok[h] ? n : 0) * layout.row_bytes;
     }
     return out;
   };
