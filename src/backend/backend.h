@@ -9,6 +9,7 @@
 #include <string>
 
 #include "backend/tensor.h"
+#include "core/activation.h"
 
 namespace specd {
 
@@ -177,6 +178,19 @@ class Backend {
   virtual bool verify_sampled(const Tensor& /*logits*/, const RowSampling& /*sampling*/,
                               const SampledDraft& /*draft*/, Tensor& /*ids*/) {
     return false;
+  }
+  // A gated MLP's down projection: y = (act(gate) * up) · wᵀ (+ bias) (+ y if accumulate).
+  // gate, up: [M, F] f32; w: [N, F]; y: [M, N] f32. gate is scratch: the default writes
+  // act(gate) * up into it and runs matmul on it; a GPU backend reads act(gate) * up in the
+  // matmul instead, with the same bits.
+  virtual void gated_matmul(Activation act, Tensor& gate, const Tensor& up, const Tensor& w,
+                            const Tensor* bias, Tensor& y, bool accumulate) {
+    if (act == Activation::kGeluTanh) {
+      gelu_tanh_mul(gate, up, gate);
+    } else {
+      silu_mul(gate, up, gate);
+    }
+    matmul(gate, w, bias, y, accumulate);
   }
   // The attention inputs of one layer: rope on q ([M, n_heads * head_dim] f32) and on k, then k
   // and v into the cache. The default runs rope, rope and store_kv; a GPU backend fuses them.

@@ -5,15 +5,13 @@
 #include <string>
 #include <vector>
 
+#include "core/activation.h"
 #include "core/dtype.h"
 #include "io/json_file.h"
 
 namespace specd {
 
 enum class Architecture { kLlama, kQwen2, kQwen3, kMistral, kGemma3 };
-
-// Gate activation of the gated MLP: silu (SwiGLU) or PyTorch's tanh-approximated GELU.
-enum class Activation { kSilu, kGeluTanh };
 
 enum class RopeType { kDefault, kLinear, kLlama3, kYarn };
 

@@ -202,17 +202,12 @@ Tensor Transformer::forward(const ForwardBatch& batch, KvCache& kv) {
       const MatmulPart gate_up[] = {{&w.w_gate, bias(w.b_gate), &gate},
                                     {&w.w_up, bias(w.b_up), &up}};
       backend_.matmul_group(h, gate_up);
-      if (c.hidden_act == Activation::kGeluTanh) {
-        backend_.gelu_tanh_mul(gate, up, gate);
-      } else {
-        backend_.silu_mul(gate, up, gate);
-      }
       if (c.gemma_norms) {  // x += norm(mlp)
-        backend_.matmul(gate, w.w_down, bias(w.b_down), h, false);
+        backend_.gated_matmul(c.hidden_act, gate, up, w.w_down, bias(w.b_down), h, false);
         backend_.rms_norm(h, w.ffn_out_norm, eps, h);
         backend_.add(h, x);
       } else {
-        backend_.matmul(gate, w.w_down, bias(w.b_down), x, true);
+        backend_.gated_matmul(c.hidden_act, gate, up, w.w_down, bias(w.b_down), x, true);
       }
       capture(l + 1);
     }

@@ -66,6 +66,14 @@ TEST_F(CudaIntQuant, MatmulIsBatchInvariant) {
 
 // x is quantised per 128-element block: a NaN or an infinity must not vanish into a finite
 // scale. The rows holding one give non-finite outputs; the other rows are unaffected.
+TEST_F(CudaIntQuant, GatedMatmulEqualsGateThenMatmul) {
+  for (DType dtype : kFormats) {
+    for (auto [k, n] : std::vector<std::pair<int64_t, int64_t>>{{1024, 96}, {384, 37}}) {
+      expect_gated_equals_separate(random_int_quant(dtype, n, k, 62).view);
+    }
+  }
+}
+
 TEST_F(CudaIntQuant, NonFiniteInputsStayNonFinite) {
   for (DType dtype : kFormats) {
     const int64_t k = 1024, n = 64;

@@ -102,6 +102,41 @@ class CudaTest : public testing::Test {
     }
   }
 
+  // gated_matmul (fused into the matmul where the kernels can) gives the bits of silu_mul or
+  // gelu_tanh_mul followed by matmul, for 1 to kSmallBatch rows, with and without accumulate.
+  void expect_gated_equals_separate(const Tensor& w) {
+    const int64_t n = w.rows, k = w.cols;
+    Tensor dw = upload_weight(w);
+    HostTensor bias = HostTensor(DType::kBF16, 1, n).random(7);
+    Tensor db = upload(bias);
+    uint32_t seed = 100;
+    for (Activation act : {Activation::kSilu, Activation::kGeluTanh}) {
+      for (int64_t m = 1; m <= kSmallBatch; ++m) {
+        for (bool accumulate : {false, true}) {
+          seed += 3;
+          HostTensor gate = HostTensor(DType::kF32, m, k).random(seed, -6.0f, 6.0f);
+          HostTensor up = HostTensor(DType::kF32, m, k).random(seed + 1);
+          HostTensor y = HostTensor(DType::kF32, m, n).random(seed + 2);
+          Tensor dgate = upload(gate), dup = upload(up), fused = upload(y);
+          backend_->gated_matmul(act, dgate, dup, dw, &db, fused, accumulate);
+          Tensor dgate2 = upload(gate), separate = upload(y);
+          if (act == Activation::kSilu) {
+            backend_->silu_mul(dgate2, dup, dgate2);
+          } else {
+            backend_->gelu_tanh_mul(dgate2, dup, dgate2);
+          }
+          backend_->matmul(dgate2, dw, &db, separate, accumulate);
+          HostTensor a = download(fused, y), b = download(separate, y);
+          for (int64_t r = 0; r < m; ++r) {
+            ASSERT_TRUE(same_bits(a.t(), r, b.t(), r))
+                << dtype_name(w.dtype) << " act=" << static_cast<int>(act) << " M=" << m
+                << " accumulate=" << accumulate << " row " << r;
+          }
+        }
+      }
+    }
+  }
+
   // Embedding rows `ids` of `table` on the device: bit-exact against the reference.
   void expect_exact_embedding(const Tensor& table, const std::vector<int32_t>& ids) {
     HostTensor host_ids = i32_vector(ids);

@@ -49,6 +49,8 @@ class CudaBackend final : public Backend {
   void rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& y) override;
   void rope(Tensor& x, int n_heads, const Tensor& positions, const RopeTable& table) override;
   void silu_mul(const Tensor& gate, const Tensor& up, Tensor& out) override;
+  void gated_matmul(Activation act, Tensor& gate, const Tensor& up, const Tensor& w,
+                    const Tensor* bias, Tensor& y, bool accumulate) override;
   void gelu_tanh_mul(const Tensor& gate, const Tensor& up, Tensor& out) override;
   void scale(Tensor& x, float s) override;
   void add(const Tensor& x, Tensor& y) override;
@@ -79,6 +81,9 @@ class CudaBackend final : public Backend {
   // Throws unless every tensor is on cuda:`index`.
   static void check_device(const char* op, int index, std::initializer_list<const Tensor*> tensors);
   // Runs a group of matmuls that share x (one part for plain matmul).
+  // The launch arguments of the parts (checked against x, the device and the kernels).
+  cuda::MatmulGroup make_group(const Tensor& x, std::span<const MatmulPart> parts,
+                               bool accumulate) const;
   void run_matmuls(const Tensor& x, std::span<const MatmulPart> parts, bool accumulate);
   // At most 16 rows, one weight dtype: the tensor-core kernels where they take the group, else
   // the block kernels (GGUF formats, int8/int4 on CUDA cores) or the generic one.
@@ -94,9 +99,10 @@ class CudaBackend final : public Backend {
   int index_ = 0;
   int multiprocessors_ = 0;
   CUstream_st* stream_ = nullptr;
-  bool graphs_ = true;    // SPECD_CUDA_GRAPHS=0 runs recorded forwards eagerly
-  bool int_mma_ = true;   // SPECD_CUDA_INT_MMA=0: int8/int4 small-M on the CUDA-core kernel
-  bool sampling_ = true;  // SPECD_CUDA_SAMPLING=0: sampled rows go to the host
+  bool graphs_ = true;     // SPECD_CUDA_GRAPHS=0 runs recorded forwards eagerly
+  bool int_mma_ = true;    // SPECD_CUDA_INT_MMA=0: int8/int4 small-M on the CUDA-core kernel
+  bool fuse_gate_ = true;  // SPECD_CUDA_FUSE_GATE=0: gated_matmul runs silu_mul, then matmul
+  bool sampling_ = true;   // SPECD_CUDA_SAMPLING=0: sampled rows go to the host
   bool prefill_attention_ = true;  // SPECD_PREFILL_ATTENTION=0: prompt chunks on the decode kernel
   bool capturing_ = false;
   struct Scratch {

@@ -66,6 +66,17 @@ __device__ __forceinline__ void load4(const float* p, bool vector, float (&v)[4]
   }
 }
 
+// The gate activations of silu_mul and gelu_tanh_mul; the fused kernels use the same functions,
+// so their gated x has the same bits.
+__device__ __forceinline__ float silu(float g) { return g / (1.0f + __expf(-g)); }
+// PyTorch's order: 0.5 * g * (1 + tanh(sqrt(2/pi) * (g + 0.044715 * g³))).
+__device__ __forceinline__ float gelu_tanh(float g) {
+  return 0.5f * g * (1.0f + tanhf(0.7978845608028654f * (g + 0.044715f * (g * g * g))));
+}
+__device__ __forceinline__ float gated(Activation act, float gate, float up) {
+  return (act == Activation::kGeluTanh ? gelu_tanh(gate) : silu(gate)) * up;
+}
+
 // Waits for the kernel this one depends on (programmatic dependent launch); work placed before
 // the call (for example loading weights) overlaps the previous kernel's tail.
 __device__ __forceinline__ void wait_for_inputs() {

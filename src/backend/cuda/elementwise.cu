@@ -104,35 +104,24 @@ __global__ void rope_kernel(float* x, int64_t stride, int64_t rows, int n_heads,
 }
 
 // The gated MLP's activations, applied to the gate before it multiplies up.
-struct Silu {
-  __device__ float operator()(float g) const { return g / (1.0f + __expf(-g)); }
-};
-// PyTorch's order: 0.5 * g * (1 + tanh(sqrt(2/pi) * (g + 0.044715 * g³))).
-struct GeluTanh {
-  __device__ float operator()(float g) const {
-    return 0.5f * g * (1.0f + tanhf(0.7978845608028654f * (g + 0.044715f * (g * g * g))));
-  }
-};
-
 // out = act(gate) * up, one element per thread.
-template <typename Act>
-__global__ void gated_kernel(const float* gate, int64_t gate_stride, const float* up,
-                             int64_t up_stride, float* out, int64_t out_stride, int64_t rows,
-                             int64_t cols) {
+__global__ void gated_kernel(Activation act, const float* gate, int64_t gate_stride,
+                             const float* up, int64_t up_stride, float* out, int64_t out_stride,
+                             int64_t rows, int64_t cols) {
   wait_for_inputs();
   allow_next_kernel();
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < rows * cols;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t r = i / cols, c = i % cols;
-    out[r * out_stride + c] = Act()(gate[r * gate_stride + c]) * up[r * up_stride + c];
+    out[r * out_stride + c] = gated(act, gate[r * gate_stride + c], up[r * up_stride + c]);
   }
 }
 
-template <typename Act>
-void launch_gated(const float* gate, int64_t gate_stride, const float* up, int64_t up_stride,
-                  float* out, int64_t out_stride, int64_t rows, int64_t cols, cudaStream_t stream) {
+void launch_gated(Activation act, const float* gate, int64_t gate_stride, const float* up,
+                  int64_t up_stride, float* out, int64_t out_stride, int64_t rows, int64_t cols,
+                  cudaStream_t stream) {
   Launch launch(dim3(blocks_for(rows * cols, 256)), dim3(256), 0, stream);
-  check(cudaLaunchKernelEx(&launch.config, gated_kernel<Act>, gate, gate_stride, up, up_stride, out,
+  check(cudaLaunchKernelEx(&launch.config, gated_kernel, act, gate, gate_stride, up, up_stride, out,
                            out_stride, rows, cols),
         "gated_kernel");
 }
@@ -246,13 +235,15 @@ void rope(float* x, int64_t stride, int64_t rows, int n_heads, int half, const i
 
 void silu_mul(const float* gate, int64_t gate_stride, const float* up, int64_t up_stride,
               float* out, int64_t out_stride, int64_t rows, int64_t cols, cudaStream_t stream) {
-  launch_gated<Silu>(gate, gate_stride, up, up_stride, out, out_stride, rows, cols, stream);
+  launch_gated(Activation::kSilu, gate, gate_stride, up, up_stride, out, out_stride, rows, cols,
+               stream);
 }
 
 void gelu_tanh_mul(const float* gate, int64_t gate_stride, const float* up, int64_t up_stride,
                    float* out, int64_t out_stride, int64_t rows, int64_t cols,
                    cudaStream_t stream) {
-  launch_gated<GeluTanh>(gate, gate_stride, up, up_stride, out, out_stride, rows, cols, stream);
+  launch_gated(Activation::kGeluTanh, gate, gate_stride, up, up_stride, out, out_stride, rows, cols,
+               stream);
 }
 
 void scale(float* x, int64_t stride, int64_t rows, int64_t cols, float s, cudaStream_t stream) {

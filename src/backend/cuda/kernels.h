@@ -8,6 +8,7 @@
 #include <functional>
 #include <string>
 
+#include "core/activation.h"
 #include "core/dtype.h"
 
 namespace specd::cuda {
@@ -31,6 +32,11 @@ struct MatmulArgs {
   int64_t y_stride = 0;
   int64_t m = 0, n = 0, k = 0;
   bool accumulate = false;
+  // Gated x (a gated MLP's down projection): the product reads act(gate) * x, with the bits of
+  // silu_mul / gelu_tanh_mul. Only where small_gate_fusable says so.
+  const float* gate = nullptr;  // [M, K] f32, row stride gate_stride
+  int64_t gate_stride = 0;
+  Activation gate_act = Activation::kSilu;
 };
 
 // Scratch the matmul launchers need, owned by the backend (grown, never shrunk).
@@ -63,6 +69,9 @@ SmallMatmulPlan plan_small_matmul(const MatmulGroup& group, int multiprocessors)
 // rows) or int8/int4 (whole 128-element blocks, rows of a multiple of 4 blocks, 16-byte aligned),
 // x rows 16-byte aligned.
 bool small_tensor_cores(const MatmulArgs& a);
+// The int8/int4 tensor-core kernels take a gated x (a.gate set; combined while x is quantised):
+// a product they take, gate rows 16-byte aligned.
+bool small_gate_fusable(const MatmulArgs& a);
 size_t small_matmul_partial_floats(const SmallMatmulPlan& plan);
 // Bytes of MatmulScratch::x_int8 for int8/int4 weights on tensor cores (x [M, K]).
 size_t small_int_x_bytes(int64_t m, int64_t k);

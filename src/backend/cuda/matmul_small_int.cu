@@ -46,19 +46,24 @@ XQuant x_quant_view(void* scratch, int64_t m, int64_t k) {
   return {codes, reinterpret_cast<float2*>(codes + m * n_blocks * kXBlockBytes), n_blocks};
 }
 
-// One warp per (row, block): lane L quantises elements 4L .. 4L + 3. A block with a NaN or an
-// infinity gets a NaN scale, so the products it enters are NaN as a float product would be.
-__global__ void __launch_bounds__(256)
-    quantize_x_kernel(const float* x, int64_t x_stride, int64_t m, XQuant q) {
+// One warp per (row, block): lane L quantises elements 4L .. 4L + 3 of x (of act(gate) * x when
+// a.gate is set). A block with a NaN or an infinity gets a NaN scale, so the products it enters
+// are NaN as a float product would be.
+__global__ void __launch_bounds__(256) quantize_x_kernel(MatmulArgs a, XQuant q) {
   wait_for_inputs();
   allow_next_kernel();
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t item = blockIdx.x * 8LL + warp;
-  if (item >= m * q.n_blocks) return;
-  const int64_t row = item / q.n_blocks, block = item % q.n_blocks;
-  const float4 v4 =
-      *reinterpret_cast<const float4*>(x + row * x_stride + block * kBlockK + 4 * lane);
-  const float v[4] = {v4.x, v4.y, v4.z, v4.w};
+  if (item >= a.m * q.n_blocks) return;
+  const int64_t row = item / q.n_blocks, k = item % q.n_blocks * kBlockK + 4 * lane;
+  const float4 v4 = *reinterpret_cast<const float4*>(a.x + row * a.x_stride + k);
+  float v[4] = {v4.x, v4.y, v4.z, v4.w};
+  if (a.gate != nullptr) {
+    const float4 g4 = *reinterpret_cast<const float4*>(a.gate + row * a.gate_stride + k);
+    const float g[4] = {g4.x, g4.y, g4.z, g4.w};
+#pragma unroll
+    for (int e = 0; e < 4; ++e) v[e] = gated(a.gate_act, g[e], v[e]);
+  }
   float amax = 0.0f;
   bool finite = true;
 #pragma unroll
@@ -324,8 +329,7 @@ void launch_int(const MatmulGroup& group, const SmallMatmulPlan& plan, const Mat
   const XQuant xq = x_quant_view(scratch.x_int8, a.m, a.k);
   const int64_t items = a.m * xq.n_blocks;
   Launch quantize(dim3(static_cast<unsigned>((items + 7) / 8)), dim3(256), 0, stream);
-  check(cudaLaunchKernelEx(&quantize.config, quantize_x_kernel, a.x, a.x_stride, a.m, xq),
-        "quantize_x_kernel");
+  check(cudaLaunchKernelEx(&quantize.config, quantize_x_kernel, a, xq), "quantize_x_kernel");
   if (a.w_dtype == DType::kInt8) {
     launch<DType::kInt8>(group, plan, xq, scratch, stream);
   } else {
@@ -336,6 +340,12 @@ void launch_int(const MatmulGroup& group, const SmallMatmulPlan& plan, const Mat
 }  // namespace specd::cuda::small_mma
 
 namespace specd::cuda {
+
+bool small_gate_fusable(const MatmulArgs& a) {
+  const bool gate_ok =
+      a.gate != nullptr && a.gate_stride % 4 == 0 && reinterpret_cast<uintptr_t>(a.gate) % 16 == 0;
+  return gate_ok && int_quant_dtype(a.w_dtype) && small_tensor_cores(a);
+}
 
 size_t small_int_x_bytes(int64_t m, int64_t k) {
   return static_cast<size_t>(m * (k / small_mma::kBlockK)) *
