@@ -64,8 +64,8 @@ TEST_F(CudaIntQuant, MatmulIsBatchInvariant) {
   }
 }
 
-// x is quantised per 128-element block: a NaN or an infinity must not vanish into a finite
-// scale. The rows holding one give non-finite outputs; the other rows are unaffected.
+// The down projection's x quantisation applies the activation itself (K = 1024), or silu_mul
+// runs first (K = 384: rows off the tensor-core alignment).
 TEST_F(CudaIntQuant, GatedMatmulEqualsGateThenMatmul) {
   for (DType dtype : kFormats) {
     for (auto [k, n] : std::vector<std::pair<int64_t, int64_t>>{{1024, 96}, {384, 37}}) {
@@ -74,6 +74,8 @@ TEST_F(CudaIntQuant, GatedMatmulEqualsGateThenMatmul) {
   }
 }
 
+// x is quantised per 128-element block: a NaN or an infinity must not vanish into a finite
+// scale. The rows holding one give non-finite outputs; the other rows are unaffected.
 TEST_F(CudaIntQuant, NonFiniteInputsStayNonFinite) {
   for (DType dtype : kFormats) {
     const int64_t k = 1024, n = 64;

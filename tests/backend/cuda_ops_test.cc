@@ -213,7 +213,7 @@ TEST_F(CudaOps, MatmulIsBatchInvariant) {
 }
 
 TEST_F(CudaOps, GatedMatmulEqualsGateThenMatmul) {
-  // Fused (bf16 tensor cores, up to 8 rows), and not (more rows; K off the kernel's alignment).
+  // bf16 runs silu_mul / gelu_tanh_mul, then the matmul (tensor-core and generic kernels).
   for (auto [k, n] : std::vector<std::pair<int64_t, int64_t>>{{1024, 96}, {72, 40}, {13, 9}}) {
     expect_gated_equals_separate(HostTensor(DType::kBF16, n, k).random(61).t());
   }

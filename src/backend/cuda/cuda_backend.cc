@@ -363,9 +363,9 @@ void CudaBackend::gated_matmul(Activation act, Tensor& gate, const Tensor& up, c
   // int8/int4 with few rows on tensor cores: x is quantised first anyway, and that kernel reads
   // act(gate) * up itself, which saves the silu_mul kernel. (bf16: combining them inside the
   // matmul's x loads, once per tile, made H100 decode 28% slower; not done.)
-  if (fuse_gate_ && up.rows > 0 && up.rows <= kSmallBatch) {
+  if (fuse_gate_ && cuda::int_quant_dtype(w.dtype) && up.rows > 0 && up.rows <= kSmallBatch) {
     check_device("gated_matmul", index_, {&gate});
-    op_checks::silu_mul(gate, up, gate);
+    op_checks::silu_mul(gate, up, gate);  // the shapes (gelu_tanh_mul's are the same)
     const MatmulPart part{&w, bias, &y};
     cuda::MatmulGroup group = make_group(up, std::span<const MatmulPart>(&part, 1), accumulate);
     cuda::MatmulArgs& a = group.part[0];

@@ -103,8 +103,7 @@ __global__ void rope_kernel(float* x, int64_t stride, int64_t rows, int n_heads,
   }
 }
 
-// The gated MLP's activations, applied to the gate before it multiplies up.
-// out = act(gate) * up, one element per thread.
+// out = act(gate) * up, one element per thread (the activations: device.cuh).
 __global__ void gated_kernel(Activation act, const float* gate, int64_t gate_stride,
                              const float* up, int64_t up_stride, float* out, int64_t out_stride,
                              int64_t rows, int64_t cols) {
