@@ -10,6 +10,7 @@
 #include <numeric>
 #include <sstream>
 
+#include "cli/bench_concurrent.h"
 #include "cli/bench_prompts.h"
 #include "cli/cli_options.h"
 #include "cli/commands.h"
@@ -41,6 +42,7 @@ struct BenchOptions {
   int gen_len = 128;
   double temperature = 0;
   uint64_t seed = 1;
+  int concurrency = 0;  // > 0: prompts through the batch engine, this many together
   bool json = false;
   std::string out;
 };
@@ -50,9 +52,18 @@ struct ModeResult {
   std::string mode;
   GenerationStats total;  // sums over prompts
   double decode_tokens = 0;
-  bool identical = true;  // same tokens as plain decoding (meaningful at T = 0)
+  bool identical = true;    // same tokens as plain decoding (meaningful at T = 0)
+  double wall_seconds = 0;  // concurrent runs: the whole batch, first submission to last token
+  // One prompt at a time: decode tokens per second of decoding. Concurrent: all generated tokens
+  // per second of the batch (aggregate throughput, prefills included).
   double tok_s() const {
+    if (wall_seconds > 0) return total.generated_tokens / wall_seconds;
     return total.decode_seconds > 0 ? decode_tokens / total.decode_seconds : 0;
+  }
+  // The time that draft/verify/sample fractions are taken of: in a concurrent run each sequence
+  // is charged its share of every shared forward, so the shares add up to the batch's time.
+  double fraction_base() const {
+    return std::max(wall_seconds > 0 ? wall_seconds : total.decode_seconds, 1e-12);
   }
 };
 
@@ -137,7 +148,7 @@ void accumulate(ModeResult& r, const GenerationStats& s) {
 
 OJson mode_json(const ModeResult& r, double plain_tok_s) {
   const GenerationStats& t = r.total;
-  double decode = std::max(t.decode_seconds, 1e-12);
+  const double decode = r.fraction_base();
   return {{"mode", r.mode},
           {"decode_tok_s", r.tok_s()},
           {"speedup", plain_tok_s > 0 ? r.tok_s() / plain_tok_s : 0},
@@ -154,12 +165,15 @@ OJson mode_json(const ModeResult& r, double plain_tok_s) {
 
 void run_bench(BenchOptions& o) {
   SPECD_CHECK(o.prompt_len >= 1 && o.gen_len >= 2, "need --prompt-len >= 1 and --gen-len >= 2");
+  SPECD_CHECK(o.concurrency >= 0 && o.concurrency <= 256, "--concurrency must be 0 to 256");
+  o.load.slots = std::max(1, o.concurrency);
+  const int default_prompts = std::max(4, 4 * o.concurrency);  // random prompts
   o.load.kv_dtype = parse_kv_dtype(o.kv_dtype);
   std::unique_ptr<Tokenizer> tokenizer = load_tokenizer_if_present(o.load.model_dir);
   ModelConfig config = load_model_config(o.load.model_dir);
   std::vector<std::vector<int32_t>> prompts =
-      o.prompts_file.empty() ? random_prompts(o.num_prompts > 0 ? o.num_prompts : 4, o.prompt_len,
-                                              config.vocab_size, o.seed)
+      o.prompts_file.empty() ? random_prompts(o.num_prompts > 0 ? o.num_prompts : default_prompts,
+                                              o.prompt_len, config.vocab_size, o.seed)
                              : read_prompt_file(o.prompts_file, tokenizer.get(), o.num_prompts);
   size_t longest = 0;
   for (const auto& p : prompts) longest = std::max(longest, p.size());
@@ -188,31 +202,46 @@ void run_bench(BenchOptions& o) {
     SpecOptions options = o.spec;
     if (spec.find('@') != std::string::npos)
       options.draft_fixed = std::stoi(spec.substr(spec.find('@') + 1));
-    std::unique_ptr<OracleDrafter> oracle;
-    Speculation s;
-    if (mode != "oracle") {
-      s = make_speculation(mode, options, o.load, target.config, &draft);
-    }
     ModeResult r;
     r.mode = spec;
-    for (size_t i = 0; i < prompts.size(); ++i) {
-      params.seed = o.seed + i;
-      Drafter* drafter = s.drafter;
-      if (mode == "oracle") {
-        SPECD_CHECK(!plain_outputs.empty(), "the oracle mode needs plain decoding first");
-        std::vector<int32_t> sequence = prompts[i];
-        sequence.insert(sequence.end(), plain_outputs[i].begin(), plain_outputs[i].end());
-        oracle = std::make_unique<OracleDrafter>(sequence);
-        drafter = oracle.get();
-      }
-      Generator generator(*target.model, *target.kv, drafter, options.lengths());
-      GenerationResult result =
-          generator.generate(GenerateRequest{prompts[i], o.gen_len, params, {}});
+    auto record = [&](size_t i, const GenerationResult& result) {
       if (spec == "none")
         plain_outputs.push_back(result.tokens);
       else
         r.identical = r.identical && result.tokens == plain_outputs[i];
       accumulate(r, result.stats);
+    };
+    if (o.concurrency > 0) {
+      SPECD_CHECK(mode != "oracle", "--concurrency runs the serving engine, which has no oracle");
+      BatchSpeculation batch =
+          make_batch_speculation(mode, options, o.load, target.config, o.concurrency);
+      params.seed = o.seed;
+      const std::vector<std::vector<int32_t>> warm(
+          prompts.begin(), prompts.begin() + std::min<size_t>(prompts.size(), o.concurrency));
+      run_concurrent(target, batch, options, o.concurrency, warm, std::min(o.gen_len, 16), params);
+      ConcurrentRun run =
+          run_concurrent(target, batch, options, o.concurrency, prompts, o.gen_len, params);
+      r.wall_seconds = run.seconds;
+      for (size_t i = 0; i < prompts.size(); ++i) record(i, run.results[i]);
+    } else {
+      std::unique_ptr<OracleDrafter> oracle;
+      Speculation s;
+      if (mode != "oracle") {
+        s = make_speculation(mode, options, o.load, target.config, &draft);
+      }
+      for (size_t i = 0; i < prompts.size(); ++i) {
+        params.seed = o.seed + i;
+        Drafter* drafter = s.drafter;
+        if (mode == "oracle") {
+          SPECD_CHECK(!plain_outputs.empty(), "the oracle mode needs plain decoding first");
+          std::vector<int32_t> sequence = prompts[i];
+          sequence.insert(sequence.end(), plain_outputs[i].begin(), plain_outputs[i].end());
+          oracle = std::make_unique<OracleDrafter>(sequence);
+          drafter = oracle.get();
+        }
+        Generator generator(*target.model, *target.kv, drafter, options.lengths());
+        record(i, generator.generate(GenerateRequest{prompts[i], o.gen_len, params, {}}));
+      }
     }
     results.push_back(r);
     if (!o.json) std::fprintf(stderr, "%-16s %8.2f tok/s\n", spec.c_str(), r.tok_s());
@@ -239,7 +268,9 @@ void run_bench(BenchOptions& o) {
     roofline_fraction = paired.fraction;
   } else {
     bandwidth = target.backend->measure_bandwidth();
-    roofline_fraction = plain_tok_s * token_bytes / bandwidth;
+    // Concurrent runs' tok/s are aggregates over sequences; the single decode step stands in.
+    const double step_tok_s = o.concurrency > 0 ? 1.0 / one_row : plain_tok_s;
+    roofline_fraction = step_tok_s * token_bytes / bandwidth;
   }
   const double roofline = bandwidth / token_bytes;
   const double weights = static_cast<double>(target.model->weights().bytes);
@@ -266,6 +297,7 @@ void run_bench(BenchOptions& o) {
       {"draft", o.spec.draft_dir},
       {"prompts", o.prompts_file.empty() ? "random" : o.prompts_file},
       {"num_prompts", prompts.size()},
+      {"concurrency", o.concurrency},
       {"generated_tokens_per_prompt", o.gen_len},
       {"temperature", o.temperature},
       {"kv_dtype", o.kv_dtype},
@@ -295,8 +327,12 @@ void run_bench(BenchOptions& o) {
     std::printf("%s\n", out.dump(2).c_str());
     return;
   }
-  std::printf("%s, %s, %zu prompts x %d tokens, T=%.2f\n", cpu_name().c_str(),
+  std::printf("%s, %s, %zu prompts x %d tokens, T=%.2f", cpu_name().c_str(),
               target.backend->describe().c_str(), prompts.size(), o.gen_len, o.temperature);
+  if (o.concurrency > 0) {
+    std::printf(", %d decoding together (tok/s: all sequences' tokens per second)", o.concurrency);
+  }
+  std::printf("\n");
   std::printf(
       "prefill %.1f tok/s | plain decode %.2f tok/s | %s %.1f%% of the %.2f tok/s roofline "
       "(%.2f GB/s%s) | verify 5 / 9 rows = %.2fx / %.2fx one decode step | peak RSS %.0f MiB "
@@ -343,6 +379,11 @@ void register_bench_command(CLI::App& app) {
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   cmd->add_option("--seed", options->seed, "Seed of random prompts and sampling")
+      ->capture_default_str();
+  cmd->add_option("--concurrency", options->concurrency,
+                  "Decode this many prompts together through the serving engine (continuous "
+                  "batching, as `specd serve` does) and report aggregate tok/s; 0 = one prompt "
+                  "at a time")
       ->capture_default_str();
   cmd->add_flag("--json", options->json, "Print the results as JSON");
   cmd->add_option("-o,--out", options->out, "Also write the JSON results to this file");

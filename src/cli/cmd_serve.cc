@@ -8,18 +8,16 @@
 #include <thread>
 
 #include "chat/chat_template.h"
+#include "cli/batch_speculation.h"
 #include "cli/cli_options.h"
 #include "cli/commands.h"
 #include "cli/model_loader.h"
 #include "cli/prompt_source.h"
 #include "cli/spec_options.h"
 #include "core/error.h"
-#include "engine/batch_draft_model.h"
 #include "engine/batch_engine.h"
-#include "engine/sequence_drafter.h"
 #include "io/mapped_file.h"
 #include "server/server.h"
-#include "spec/compatibility.h"
 
 namespace specd::cli {
 
@@ -103,38 +101,12 @@ void run_serve(ServeOptions& o) {
 
   o.load.progress = true;
   LoadedModel target = load_model(o.load);
-  const std::string mode = o.spec.resolved_mode();
-  SPECD_CHECK(mode == "none" || mode == "draft" || mode == "ngram" || mode == "ngram+draft",
-              "unknown --spec '{}'", mode);
   // Each sequence gets its own n-gram drafter; draft-model proposals are batched over the
   // sequences (one draft KV slot each).
-  SequenceDrafterOptions ngram;
-  ngram.mode = mode == "none" || mode == "draft" ? "none" : "ngram";
-  ngram.ngram_min = o.spec.ngram_min;
-  ngram.ngram_max = o.spec.ngram_max;
-  SPECD_CHECK(ngram.ngram_min <= ngram.ngram_max, "--ngram-min exceeds --ngram-max");
-  std::unique_ptr<LoadedModel> draft;
-  std::unique_ptr<BatchDraftModel> draft_model;
-  if (mode == "draft" || mode == "ngram+draft") {
-    SPECD_CHECK(!o.spec.draft_dir.empty(), "--spec {} needs --draft DIR", mode);
-    check_draft_compatible(o.load.model_dir, target.config, o.spec.draft_dir,
-                           load_model_config(o.spec.draft_dir));
-    LoadOptions load = o.load;
-    load.model_dir = o.spec.draft_dir;
-    load.device = o.spec.draft_device;
-    load.quantize = o.spec.draft_quantize;
-    load.context = o.load.context + kSmallBatch;
-    load.slots = o.parallel;
-    load.progress = false;
-    draft = std::make_unique<LoadedModel>(load_model(load));
-    draft_model = std::make_unique<BatchDraftModel>(*draft->model, *draft->kv,
-                                                    target.config.vocab_size, o.spec.draft_p_min);
-  }
-  BatchEngineOptions engine_options;
-  engine_options.parallel = o.parallel;
-  engine_options.draft_length = o.spec.lengths();
-  engine_options.sampled_draft_k = o.spec.draft_fixed;
-  engine_options.draft_model = draft_model.get();
+  const std::string mode = o.spec.resolved_mode();
+  BatchSpeculation speculation =
+      make_batch_speculation(mode, o.spec, o.load, target.config, o.parallel);
+  BatchEngineOptions engine_options = speculation.engine_options(o.spec, o.parallel);
   std::unique_ptr<PrefixCache> prefix_cache;
   if (o.prefix_cache_mb > 0) {
     prefix_cache =
@@ -143,7 +115,7 @@ void run_serve(ServeOptions& o) {
     engine_options.prefix_cache = prefix_cache.get();
   }
   BatchEngine engine(*target.model, *target.kv, engine_options,
-                     [&ngram] { return make_sequence_drafter(ngram); });
+                     [&speculation] { return speculation.make_drafter(); });
 
   server::ServerModel model;
   model.engine = &engine;
@@ -178,7 +150,9 @@ void run_serve(ServeOptions& o) {
   http.set_ready(true);
 
   uint64_t bytes = target.model->weights().bytes + target.kv->bytes();
-  if (draft) bytes += draft->model->weights().bytes + draft->kv->bytes();
+  if (speculation.draft) {
+    bytes += speculation.draft->model->weights().bytes + speculation.draft->kv->bytes();
+  }
   std::fprintf(
       stderr,
       "specd serve: http://%s:%d/v1 | model %s (%s) | drafter %s | parallel %d | "

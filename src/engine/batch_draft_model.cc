@@ -70,10 +70,11 @@ std::span<const int32_t> BatchDraftModel::catch_up(const Job& job) {
   s.cached.resize(common);
   kv_.truncate(job.slot, static_cast<int>(common));
   const size_t n = context.size();
-  if (common == 0 && n > 1) {
-    // A fresh context: prefill all but the last token alone, in chunks of max rows.
+  if (n - common > static_cast<size_t>(kSmallBatch)) {
+    // A long stretch (a fresh prompt): all but the last token alone, in chunks of max rows.
+    // Shorter ones share the round's forwards with the other sequences' rows.
     const int chunk = model_.limits().max_rows;
-    for (size_t begin = 0; begin < n - 1; begin += chunk) {
+    for (size_t begin = common; begin < n - 1; begin += chunk) {
       const int rows = static_cast<int>(std::min<size_t>(chunk, n - 1 - begin));
       std::iota(positions_.begin(), positions_.begin() + rows, static_cast<int32_t>(begin));
       std::fill(row_slots_.begin(), row_slots_.begin() + rows, job.slot);

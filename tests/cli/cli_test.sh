@@ -101,6 +101,20 @@ expect_ok generate_int8 '"tokens":\[[0-9]+,[0-9]+,[0-9]+,[0-9]+\]' \
 expect_ok perplexity_int4 '"perplexity": [0-9.]+' \
   perplexity -m "$target" --ids-file "$work/ids.txt" --window 8 --quantize int4
 
+# bench through the serving engine: sequences decoded together, output equal to plain decoding.
+expect_error bench_concurrency_range "--concurrency must be 0 to 256" \
+  bench -m "$fixture" --concurrency -1 --modes none
+expect_error bench_concurrency_oracle "no oracle" \
+  bench -m "$fixture" --concurrency 2 --prompt-len 4 --gen-len 4 --modes oracle@2
+out=$("$specd" bench -m "$target" --draft "$src/models/pycoder-draft" --concurrency 3 \
+  --num-prompts 5 --prompt-len 6 --gen-len 12 --modes draft,ngram+draft --json 2>&1)
+if grep -q '"concurrency": 3' <<<"$out" && [ "$(grep -c '"identical_to_plain": true' <<<"$out")" -eq 3 ]; then
+  passes=$((passes + 1))
+else
+  echo "FAIL bench_concurrency: $out"
+  failures=$((failures + 1))
+fi
+
 # SentencePiece-style GGUF tokenizer (Gemma layout) without a chat template.
 gemma=$src/tests/data/gguf/spm_gemma.gguf
 echo '[{"role": "user", "content": "Hi"}]' >"$work/chat.json"
