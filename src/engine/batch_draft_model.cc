@@ -70,11 +70,12 @@ std::span<const int32_t> BatchDraftModel::catch_up(const Job& job) {
   s.cached.resize(common);
   kv_.truncate(job.slot, static_cast<int>(common));
   const size_t n = context.size();
-  if (n - common > static_cast<size_t>(kSmallBatch)) {
-    // A long stretch (a fresh prompt): all but the last token alone, in chunks of max rows.
-    // Shorter ones share the round's forwards with the other sequences' rows.
+  if (common == 0 && n - 1 > static_cast<size_t>(kSmallBatch)) {
+    const double start = now_seconds();
+    // A fresh context longer than one small forward: all but the last token alone, in chunks of
+    // max rows. Shorter ones share the round's forwards with the other sequences' rows.
     const int chunk = model_.limits().max_rows;
-    for (size_t begin = common; begin < n - 1; begin += chunk) {
+    for (size_t begin = 0; begin < n - 1; begin += chunk) {
       const int rows = static_cast<int>(std::min<size_t>(chunk, n - 1 - begin));
       std::iota(positions_.begin(), positions_.begin() + rows, static_cast<int32_t>(begin));
       std::fill(row_slots_.begin(), row_slots_.begin() + rows, job.slot);
@@ -86,6 +87,7 @@ std::span<const int32_t> BatchDraftModel::catch_up(const Job& job) {
     }
     s.cached.assign(context.begin(), context.end() - 1);
     common = n - 1;
+    job.out->prefill_seconds = now_seconds() - start;
   }
   return context.subspan(common);
 }
@@ -217,6 +219,7 @@ void BatchDraftModel::propose(std::vector<Job>& jobs) {
   for (Job& job : jobs) {
     DraftProposal& out = *job.out;
     out.tokens.clear();
+    out.prefill_seconds = 0;
     out.sampled = !job.params->greedy();
     out.device_probs = Tensor{};
     if (job.max_k <= 0) continue;
@@ -281,9 +284,11 @@ void BatchDraftModel::propose(std::vector<Job>& jobs) {
                              .slice_rows(0, static_cast<int64_t>(out.tokens.size()));
     }
   }
-  // The time is shared by the jobs; each is charged its share.
-  const double seconds = (now_seconds() - start) / std::max<size_t>(1, jobs.size());
-  for (Job& job : jobs) job.out->seconds += seconds;
+  // The time is shared by the jobs; each is charged its share, and its own prefill.
+  double prefills = 0;
+  for (const Job& job : jobs) prefills += job.out->prefill_seconds;
+  const double shared = (now_seconds() - start - prefills) / std::max<size_t>(1, jobs.size());
+  for (Job& job : jobs) job.out->seconds += shared + job.out->prefill_seconds;
 }
 
 }  // namespace specd

@@ -51,9 +51,9 @@ class BatchDraftModel {
     DeviceBuffer q;       // [q_rows, target vocab] f32 q of device draws
     int q_rows = 0;
   };
-  // Rolls the slot back to its common prefix with the context, prefills a stretch of more than
-  // kSmallBatch new tokens (a fresh prompt) alone, and returns the rows still to run (catch-up
-  // tokens, packed with the other sequences' rows).
+  // Rolls the slot back to its common prefix with the context, prefills a fresh context of more
+  // than kSmallBatch tokens alone, and returns the rows still to run (catch-up tokens, packed
+  // with the other sequences' rows).
   std::span<const int32_t> catch_up(const Job& job);
   // Runs rows[j] of jobs[j] (positions from first_position[j]) in forwards of at most
   // kSmallBatch rows, keeping each job's rows together when they fit; stores each job's

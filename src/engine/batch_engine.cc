@@ -353,6 +353,7 @@ void BatchEngine::decode_round(std::vector<Sequence*>& batch) {
     seq->proposal.tokens.clear();
     seq->proposal.device_probs = Tensor{};
     seq->proposal.seconds = 0;
+    seq->proposal.prefill_seconds = 0;
     if (k > 0 && seq->drafter) seq->drafter->propose(seq->context, k, g.sampling, seq->proposal);
     if (k > 0 && seq->proposal.tokens.empty() && draft_model) {
       const bool device_verify = !g.sampling.has_penalties() && seq->request->top_logprobs < 0;
@@ -436,7 +437,8 @@ void BatchEngine::verify_rows(Sequence& seq, const float* logits, const int32_t*
   stats.verify_seconds += verify_seconds;
   stats.sample_seconds += now_seconds() - t0;
   if (seq.drafter || options_.draft_model) {
-    seq.policy->record(drafted, accepted, seq.proposal.seconds, drafted + 1, verify_seconds);
+    seq.policy->record(drafted, accepted, seq.proposal.seconds - seq.proposal.prefill_seconds,
+                       drafted + 1, verify_seconds);
   }
   for (size_t i = 0; i < seq.verdict.emitted.size(); ++i) {
     if (!emit(seq, seq.verdict.emitted[i], logits != nullptr ? logits + i * vocab_ : nullptr)) {

@@ -167,6 +167,7 @@ GenerationResult Generator::generate(const GenerateRequest& request,
     proposal_.tokens.clear();
     proposal_.device_probs = Tensor{};
     proposal_.seconds = 0;
+    proposal_.prefill_seconds = 0;
     if (k > 0) drafter_->propose(context_, k, params, proposal_);
     const int drafted = static_cast<int>(proposal_.tokens.size());
 
@@ -193,8 +194,10 @@ GenerationResult Generator::generate(const GenerateRequest& request,
     stats.draft_seconds += proposal_.seconds;
     stats.verify_seconds += t_sample - t_verify;
     stats.sample_seconds += t_done - t_sample;
-    if (drafter_)
-      policy.record(drafted, accepted, proposal_.seconds, drafted + 1, t_sample - t_verify);
+    if (drafter_) {
+      policy.record(drafted, accepted, proposal_.seconds - proposal_.prefill_seconds, drafted + 1,
+                    t_sample - t_verify);
+    }
     for (int32_t token : verdict_.emitted) {
       running = emit(token);
       if (!running) break;

@@ -18,18 +18,22 @@ void ChainedDrafter::reset() {
 }
 
 bool ChainedDrafter::uses_model() const {
-  return std::any_of(drafters_.begin(), drafters_.end(), [](Drafter* d) { return d->uses_model(); });
+  return std::any_of(drafters_.begin(), drafters_.end(),
+                     [](Drafter* d) { return d->uses_model(); });
 }
 
 void ChainedDrafter::propose(std::span<const int32_t> context, int max_k,
                              const SamplingParams& params, DraftProposal& out) {
-  double seconds = 0;
+  double seconds = 0, prefill_seconds = 0;
   for (Drafter* d : drafters_) {
+    out.prefill_seconds = 0;
     d->propose(context, max_k, params, out);
     seconds += out.seconds;
+    prefill_seconds += out.prefill_seconds;
     if (!out.tokens.empty()) break;
   }
   out.seconds = seconds;
+  out.prefill_seconds = prefill_seconds;
 }
 
 void OracleDrafter::propose(std::span<const int32_t> context, int max_k, const SamplingParams&,
@@ -38,8 +42,7 @@ void OracleDrafter::propose(std::span<const int32_t> context, int max_k, const S
   out.tokens.clear();
   out.sampled = false;
   size_t from = context.size();
-  if (from <= sequence_.size() &&
-      std::equal(context.begin(), context.end(), sequence_.begin())) {
+  if (from <= sequence_.size() && std::equal(context.begin(), context.end(), sequence_.begin())) {
     size_t count = std::min<size_t>(max_k, sequence_.size() - from);
     out.tokens.assign(sequence_.begin() + from, sequence_.begin() + from + count);
   }

@@ -8,10 +8,29 @@
 namespace specd {
 
 namespace {
-constexpr double kDecay = 0.95;  // weight of the past per round
+constexpr double kAcceptanceDecay = 0.95;  // weight of the past per round (content changes)
+constexpr double kCostDecay = 0.99;        // costs change slowly (context length)
+constexpr long kExploreEvery = 8;          // rounds between steps off the best length
+}  // namespace
+
+void DecayedLinearFit::add(double x, double y) {
+  n_ = n_ * decay_ + 1;
+  sx_ = sx_ * decay_ + x;
+  sy_ = sy_ * decay_ + y;
+  sxx_ = sxx_ * decay_ + x * x;
+  sxy_ = sxy_ * decay_ + x * y;
 }
 
-DraftLengthPolicy::DraftLengthPolicy(const DraftLengthOptions& options) : options_(options) {
+bool DecayedLinearFit::fit(double* a, double* b) const {
+  const double spread = n_ * sxx_ - sx_ * sx_;  // n^2 times the variance of x
+  if (n_ < 3 || spread < 0.01 * n_ * n_) return false;
+  *b = (n_ * sxy_ - sx_ * sy_) / spread;
+  *a = (sy_ - *b * sx_) / n_;
+  return true;
+}
+
+DraftLengthPolicy::DraftLengthPolicy(const DraftLengthOptions& options)
+    : options_(options), draft_(kCostDecay), verify_(kCostDecay) {
   SPECD_CHECK(options.min_k >= 0 && options.max_k >= options.min_k,
               "draft lengths must satisfy 0 <= draft-min <= draft-max");
   SPECD_CHECK(options.fixed_k >= 0, "--draft-fixed must be >= 0");
@@ -25,18 +44,20 @@ double DraftLengthPolicy::acceptance(int position) const {
   return (accepted_[position] + 1.5) / (reached_[position] + 2.0);
 }
 
-int DraftLengthPolicy::choose() const {
-  if (options_.fixed_k > 0) return options_.fixed_k;
-  const double draft_cost = draft_tokens_ > 0 ? draft_seconds_ / draft_tokens_ : 0;
-  // Verification cost per rows from the fit; before enough data, assume it is flat.
-  double slope = 0, intercept = 1;
-  const double denom = n_ * sxx_ - sx_ * sx_;
-  if (n_ > 2 && denom > 1e-12) {
-    slope = std::max(0.0, (n_ * sxy_ - sx_ * sy_) / denom);
-    intercept = std::max(1e-9, (sy_ - slope * sx_) / n_);
-  } else if (n_ > 0) {
-    intercept = sy_ / n_;
-  }
+double DraftLengthPolicy::draft_seconds(int k) const {
+  if (k == 0 || draft_.empty()) return 0;  // nothing known yet: drafting looks free
+  double a = 0, b = 0;
+  if (draft_.fit(&a, &b)) return std::max(0.0, a) + std::max(0.0, b) * k;
+  return draft_.mean_y() * k / draft_.mean_x();  // one length seen: proportional to it
+}
+
+double DraftLengthPolicy::verify_seconds(int rows) const {
+  double a = 0, b = 0;
+  if (verify_.fit(&a, &b)) return std::max(1e-9, a) + std::max(0.0, b) * rows;
+  return verify_.empty() ? 1.0 : verify_.mean_y();  // one row count seen: assume it flat
+}
+
+int DraftLengthPolicy::best_length() const {
   int best_k = options_.min_k;
   double best_rate = -1, expected = 1, chain = 1;
   for (int k = 0; k <= options_.max_k; ++k) {
@@ -45,8 +66,7 @@ int DraftLengthPolicy::choose() const {
       expected += chain;
     }
     if (k < options_.min_k) continue;
-    double seconds = k * draft_cost + intercept + slope * (k + 1);
-    double rate = expected / seconds;
+    const double rate = expected / (draft_seconds(k) + verify_seconds(k + 1));
     if (rate > best_rate) {
       best_rate = rate;
       best_k = k;
@@ -55,25 +75,30 @@ int DraftLengthPolicy::choose() const {
   return best_k;
 }
 
+int DraftLengthPolicy::choose() {
+  if (options_.fixed_k > 0) return options_.fixed_k;
+  const int best = best_length();
+  if (++rounds_ % kExploreEvery != 0 || options_.min_k == options_.max_k) return best;
+  // Alternately one longer and one shorter (the other way at the ends of the range).
+  const bool up = (rounds_ / kExploreEvery) % 2 == 1;
+  if (up) return best < options_.max_k ? best + 1 : best - 1;
+  return best > options_.min_k ? best - 1 : best + 1;
+}
+
 void DraftLengthPolicy::record(int drafted, int accepted, double draft_seconds, int verify_rows,
                                double verify_seconds) {
   for (auto* v : {&reached_, &accepted_}) {
-    for (double& x : *v) x *= kDecay;
+    for (double& x : *v) x *= kAcceptanceDecay;
   }
   for (int i = 1; i <= drafted && i < static_cast<int>(reached_.size()); ++i) {
     reached_[i] += 1;
     if (i <= accepted) accepted_[i] += 1;
     if (i > accepted) break;  // positions after the first rejection were never judged
   }
-  if (drafted > 0) {
-    draft_seconds_ = draft_seconds_ * kDecay + draft_seconds;
-    draft_tokens_ = draft_tokens_ * kDecay + drafted;
-  }
-  n_ = n_ * kDecay + 1;
-  sx_ = sx_ * kDecay + verify_rows;
-  sy_ = sy_ * kDecay + verify_seconds;
-  sxx_ = sxx_ * kDecay + static_cast<double>(verify_rows) * verify_rows;
-  sxy_ = sxy_ * kDecay + verify_rows * verify_seconds;
+  // The first round follows the prompt's prefill (caches cold): its costs are not typical.
+  if (++recorded_ == 1) return;
+  if (drafted > 0) draft_.add(drafted, draft_seconds);
+  verify_.add(verify_rows, verify_seconds);
 }
 
 }  // namespace specd

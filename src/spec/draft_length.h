@@ -11,24 +11,47 @@ struct DraftLengthOptions {
   int fixed_k = 0;  // > 0: always this length (adaptation off)
 };
 
+// Exponentially decayed least-squares fit of y = a + b * x.
+class DecayedLinearFit {
+ public:
+  explicit DecayedLinearFit(double decay) : decay_(decay) {}
+  void add(double x, double y);
+  // Fits a and b when the x seen so far spread enough to tell a slope; returns false otherwise.
+  bool fit(double* a, double* b) const;
+  double mean_x() const { return n_ > 0 ? sx_ / n_ : 0; }
+  double mean_y() const { return n_ > 0 ? sy_ / n_ : 0; }
+  bool empty() const { return n_ == 0; }
+
+ private:
+  double decay_;
+  double n_ = 0, sx_ = 0, sy_ = 0, sxx_ = 0, sxy_ = 0;
+};
+
 // Keeps exponentially decayed estimates of the acceptance probability at each draft position
-// (given the earlier ones were accepted), the draft cost per token, and the verification cost as
-// a linear fit cost(rows) = a + b * rows. Expected tokens of a round with k drafts is
-// 1 + sum_{j<=k} prod_{i<=j} alpha_i; its time is k * draft_cost + cost(k + 1).
+// (given the earlier ones were accepted), and of the costs as linear fits: drafting k tokens
+// takes a_d + b_d * k (a draft model's first step also runs the tokens accepted last round) and
+// verifying r rows a_v + b_v * r. Expected tokens of a round with k drafts is
+// 1 + sum_{j<=k} prod_{i<=j} alpha_i; its time is draft(k) + verify(k + 1). Every few rounds
+// the length steps one off the best, so that the fits see more than one length.
 class DraftLengthPolicy {
  public:
   explicit DraftLengthPolicy(const DraftLengthOptions& options);
-  int choose() const;
+  int choose();
+  // One round: `draft_seconds` should leave out one-time work (prefilling a fresh context).
   void record(int drafted, int accepted, double draft_seconds, int verify_rows,
               double verify_seconds);
   double acceptance(int position) const;  // alpha at 1-based draft position
+  // Expected seconds of drafting k tokens and of verifying `rows` rows, from the fits.
+  double draft_seconds(int k) const;
+  double verify_seconds(int rows) const;
 
  private:
+  int best_length() const;
+
   DraftLengthOptions options_;
   std::vector<double> reached_, accepted_;  // decayed counts per draft position
-  double draft_seconds_ = 0, draft_tokens_ = 0;
-  // Decayed sums for the least-squares fit of verify time against rows.
-  double n_ = 0, sx_ = 0, sy_ = 0, sxx_ = 0, sxy_ = 0;
+  DecayedLinearFit draft_, verify_;
+  long rounds_ = 0, recorded_ = 0;
 };
 
 }  // namespace specd

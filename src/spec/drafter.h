@@ -23,6 +23,8 @@ struct DraftProposal {
   Device verify_device{};
   Tensor device_probs;  // empty (data == nullptr) when q is in `probs`
   double seconds = 0;   // time spent proposing
+  // Of `seconds`: prefilling a fresh context (once per request, not a cost of every round).
+  double prefill_seconds = 0;
 };
 
 class Drafter {

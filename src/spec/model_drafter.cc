@@ -39,7 +39,7 @@ void ModelDrafter::reset() {
   kv_.truncate(0, 0);
 }
 
-Tensor ModelDrafter::catch_up(std::span<const int32_t> context) {
+Tensor ModelDrafter::catch_up(std::span<const int32_t> context, double* prefill_seconds) {
   size_t common = 0;
   const size_t limit = std::min(cached_.size(), context.size() - 1);  // re-run at least one
   while (common < limit && cached_[common] == context[common]) ++common;
@@ -52,7 +52,9 @@ Tensor ModelDrafter::catch_up(std::span<const int32_t> context) {
   const size_t prefill_end = common == 0 ? n - 1 : common;
   const int prefill_chunk = model_.limits().max_rows;
   Tensor logits;
+  const double start = now_seconds();
   for (size_t begin = common; begin < n;) {
+    if (begin == prefill_end && common == 0) *prefill_seconds = now_seconds() - start;
     const size_t chunk = begin < prefill_end ? prefill_chunk : kSmallBatch;
     const size_t end = std::min({n, begin + chunk, begin < prefill_end ? prefill_end : n});
     const int rows = static_cast<int>(end - begin);
@@ -103,7 +105,8 @@ void ModelDrafter::propose(std::span<const int32_t> context, int max_k,
   if (max_k <= 0) return;
   SPECD_CHECK(static_cast<int64_t>(context.size()) + max_k <= kv_.shape().capacity,
               "draft context of {} tokens exceeds its cache", context.size() + max_k);
-  Tensor logits = catch_up(context);
+  out.prefill_seconds = 0;
+  Tensor logits = catch_up(context, &out.prefill_seconds);
   int64_t position = static_cast<int64_t>(context.size());  // where the next draft token sits
   // Greedy drafting without the confidence stop picks tokens on the device: one id crosses to
   // the host per draft token instead of a logits row.

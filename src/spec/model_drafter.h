@@ -23,8 +23,9 @@ class ModelDrafter final : public Drafter {
 
  private:
   // Rolls the cache back to the common prefix of `cached_` and `context`, then runs the rest of
-  // the context through the draft; returns the last row's logits.
-  Tensor catch_up(std::span<const int32_t> context);
+  // the context through the draft; returns the last row's logits. Sets *prefill_seconds to the
+  // time of prefilling a fresh context (0 when there was none).
+  Tensor catch_up(std::span<const int32_t> context, double* prefill_seconds);
   // Picks the next draft token from `logits`; writes q into `probs` ([vocab]) when sampling.
   int32_t choose(const float* logits, const SamplingParams& params, int64_t position, float* probs,
                  float* top_prob);
