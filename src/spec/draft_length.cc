@@ -11,6 +11,7 @@ namespace {
 constexpr double kAcceptanceDecay = 0.95;  // weight of the past per round (content changes)
 constexpr double kCostDecay = 0.99;        // costs change slowly (context length)
 constexpr long kExploreEvery = 8;          // rounds between steps off the best length
+constexpr double kOutlier = 3.0;           // cost samples above this times the fit are skipped
 }  // namespace
 
 void DecayedLinearFit::add(double x, double y) {
@@ -95,10 +96,16 @@ void DraftLengthPolicy::record(int drafted, int accepted, double draft_seconds, 
     if (i <= accepted) accepted_[i] += 1;
     if (i > accepted) break;  // positions after the first rejection were never judged
   }
-  // The first round follows the prompt's prefill (caches cold): its costs are not typical.
+  // The first round follows the prompt's prefill (caches cold): its costs are not typical. Nor
+  // are times far above the fit's (one-time work such as recording a CUDA graph for a new row
+  // count).
   if (++recorded_ == 1) return;
-  if (drafted > 0) draft_.add(drafted, draft_seconds);
-  verify_.add(verify_rows, verify_seconds);
+  const bool drafts_typical =
+      draft_.empty() || draft_seconds < kOutlier * this->draft_seconds(drafted);
+  if (drafted > 0 && drafts_typical) draft_.add(drafted, draft_seconds);
+  if (verify_.empty() || verify_seconds < kOutlier * this->verify_seconds(verify_rows)) {
+    verify_.add(verify_rows, verify_seconds);
+  }
 }
 
 }  // namespace specd
