@@ -12,6 +12,7 @@ constexpr double kAcceptanceDecay = 0.95;  // weight of the past per round (cont
 constexpr double kCostDecay = 0.99;        // costs change slowly (context length)
 constexpr long kExploreEvery = 8;          // rounds between steps off the best length
 constexpr double kOutlier = 3.0;           // cost samples above this times the fit are skipped
+constexpr double kPriorWeight = 2.0;       // rounds' worth of weight of an acceptance prior
 }  // namespace
 
 void DecayedLinearFit::add(double x, double y) {
@@ -41,8 +42,14 @@ DraftLengthPolicy::DraftLengthPolicy(const DraftLengthOptions& options)
 }
 
 double DraftLengthPolicy::acceptance(int position) const {
-  // Laplace-smoothed, optimistic at the start so that drafting gets tried.
-  return (accepted_[position] + 1.5) / (reached_[position] + 2.0);
+  // Smoothed towards the position before (0.75 before the first: optimistic, so that drafting
+  // gets tried): a position rarely reached takes its neighbour's rate instead of a fixed prior,
+  // which would make every length past the usual one look worse than it is.
+  double prior = 0.75;
+  for (int i = 1; i <= position; ++i) {
+    prior = (accepted_[i] + kPriorWeight * prior) / (reached_[i] + kPriorWeight);
+  }
+  return prior;
 }
 
 double DraftLengthPolicy::draft_seconds(int k) const {

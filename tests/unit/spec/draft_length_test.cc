@@ -107,6 +107,14 @@ TEST(DraftLengthPolicy, OneTimeCostsOfNewLengthsDoNotSteerTheChoice) {
   expect_near_best({0.8, 0.11, 0.26, 0.0, 0.1, 0.0, 1.2}, 400);
 }
 
+// Requests of ~64 rounds (256 tokens) with high acceptance: the best length (6 here) lies past
+// the lengths a fresh policy has seen, so their acceptance must not be assumed worse than the
+// lengths before them.
+TEST(DraftLengthPolicy, FindsLongDraftsWithinOneRequest) {
+  expect_near_best({0.95, 0.11, 0.26, 0.0, 0.1}, 64);
+  expect_near_best({0.9, 0.05, 0.3, 0.01, 0.1}, 64);
+}
+
 // Drafts that are almost never accepted: one draft token (the minimum) wastes least.
 TEST(DraftLengthPolicy, StaysShortWhenDraftsAreRejected) {
   expect_near_best({0.05, 0.3, 1.0, 0.05, 0.3});
