@@ -12,6 +12,7 @@ constexpr double kAcceptanceDecay = 0.95;  // weight of the past per round (cont
 constexpr double kCostDecay = 0.99;        // costs change slowly (context length)
 constexpr long kExploreEvery = 8;          // rounds between steps off the best length
 constexpr double kOutlier = 3.0;           // cost samples above this times the fit are skipped
+constexpr int kOutliersToAccept = 3;       // ... unless this many rounds in a row are
 constexpr double kPriorWeight = 2.0;       // rounds' worth of weight of an acceptance prior
 }  // namespace
 
@@ -93,8 +94,8 @@ int DraftLengthPolicy::choose() {
   return best > options_.min_k ? best - 1 : best + 1;
 }
 
-void DraftLengthPolicy::record(int drafted, int accepted, double draft_seconds, int verify_rows,
-                               double verify_seconds) {
+void DraftLengthPolicy::record(int drafted, int accepted, double draft_time, int verify_rows,
+                               double verify_time) {
   for (auto* v : {&reached_, &accepted_}) {
     for (double& x : *v) x *= kAcceptanceDecay;
   }
@@ -104,15 +105,16 @@ void DraftLengthPolicy::record(int drafted, int accepted, double draft_seconds, 
     if (i > accepted) break;  // positions after the first rejection were never judged
   }
   // The first round follows the prompt's prefill (caches cold): its costs are not typical. Nor
-  // are times far above the fit's (one-time work such as recording a CUDA graph for a new row
-  // count).
+  // are single times far above the fit's (one-time work such as recording a CUDA graph for a
+  // new row count); a few in a row mean the costs have changed, and are kept.
   if (++recorded_ == 1) return;
-  const bool drafts_typical =
-      draft_.empty() || draft_seconds < kOutlier * this->draft_seconds(drafted);
-  if (drafted > 0 && drafts_typical) draft_.add(drafted, draft_seconds);
-  if (verify_.empty() || verify_seconds < kOutlier * this->verify_seconds(verify_rows)) {
-    verify_.add(verify_rows, verify_seconds);
-  }
+  const bool outlier =
+      (drafted > 0 && !draft_.empty() && draft_time > kOutlier * draft_seconds(drafted)) ||
+      (!verify_.empty() && verify_time > kOutlier * verify_seconds(verify_rows));
+  outliers_in_row_ = outlier ? outliers_in_row_ + 1 : 0;
+  if (outlier && outliers_in_row_ < kOutliersToAccept) return;
+  if (drafted > 0) draft_.add(drafted, draft_time);
+  verify_.add(verify_rows, verify_time);
 }
 
 }  // namespace specd

@@ -37,9 +37,9 @@ class DraftLengthPolicy {
  public:
   explicit DraftLengthPolicy(const DraftLengthOptions& options);
   int choose();
-  // One round: `draft_seconds` should leave out one-time work (prefilling a fresh context).
-  void record(int drafted, int accepted, double draft_seconds, int verify_rows,
-              double verify_seconds);
+  // One round's outcome and times; `draft_time` should leave out one-time work (prefilling a
+  // fresh context).
+  void record(int drafted, int accepted, double draft_time, int verify_rows, double verify_time);
   double acceptance(int position) const;  // alpha at 1-based draft position
   // Expected seconds of drafting k tokens and of verifying `rows` rows, from the fits.
   double draft_seconds(int k) const;
@@ -52,6 +52,7 @@ class DraftLengthPolicy {
   std::vector<double> reached_, accepted_;  // decayed counts per draft position
   DecayedLinearFit draft_, verify_;
   long rounds_ = 0, recorded_ = 0;
+  int outliers_in_row_ = 0;
 };
 
 }  // namespace specd

@@ -120,6 +120,24 @@ TEST(DraftLengthPolicy, StaysShortWhenDraftsAreRejected) {
   expect_near_best({0.05, 0.3, 1.0, 0.05, 0.3});
 }
 
+// Single slow rounds are one-time work and left out; costs that stay high are taken up.
+TEST(DraftLengthPolicy, CostFitsSkipSpikesButFollowLastingChanges) {
+  DraftLengthOptions options;
+  DraftLengthPolicy policy(options);
+  for (int r = 0; r < 200; ++r) {
+    const int k = policy.choose();
+    const double spike = r == 100 ? 20.0 : 0.0;  // one recording of something
+    policy.record(k, k, 0.1 * k, k + 1, 1.0 + 0.01 * (k + 1) + spike);
+  }
+  EXPECT_NEAR(policy.verify_seconds(4), 1.04, 0.05);
+  for (int r = 0; r < 300; ++r) {  // the machine becomes 5x slower for good
+    const int k = policy.choose();
+    policy.record(k, k, 0.5 * k, k + 1, 5.0 + 0.05 * (k + 1));
+  }
+  EXPECT_NEAR(policy.verify_seconds(4), 5.2, 0.3);
+  EXPECT_NEAR(policy.draft_seconds(4), 2.0, 0.2);
+}
+
 TEST(DraftLengthPolicy, FixedLengthIsKept) {
   DraftLengthOptions options;
   options.fixed_k = 3;
