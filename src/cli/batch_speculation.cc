@@ -2,7 +2,6 @@
 #include "cli/batch_speculation.h"
 
 #include "core/error.h"
-#include "spec/compatibility.h"
 
 namespace specd::cli {
 
@@ -17,7 +16,7 @@ BatchEngineOptions BatchSpeculation::engine_options(const SpecOptions& spec, int
 
 BatchSpeculation make_batch_speculation(const std::string& mode, const SpecOptions& spec,
                                         const LoadOptions& target_load, const ModelConfig& target,
-                                        int parallel) {
+                                        int parallel, std::shared_ptr<LoadedModel>* draft) {
   SPECD_CHECK(mode == "none" || mode == "draft" || mode == "ngram" || mode == "ngram+draft",
               "unknown --spec '{}'", mode);
   BatchSpeculation s;
@@ -27,16 +26,10 @@ BatchSpeculation make_batch_speculation(const std::string& mode, const SpecOptio
   SPECD_CHECK(spec.ngram_min <= spec.ngram_max, "--ngram-min exceeds --ngram-max");
   if (mode == "draft" || mode == "ngram+draft") {
     SPECD_CHECK(!spec.draft_dir.empty(), "--spec {} needs --draft DIR", mode);
-    check_draft_compatible(target_load.model_dir, target, spec.draft_dir,
-                           load_model_config(spec.draft_dir));
-    LoadOptions load = target_load;
-    load.model_dir = spec.draft_dir;
-    load.device = spec.draft_device;
-    load.quantize = spec.draft_quantize;
-    load.context = target_load.context + kSmallBatch;
-    load.slots = parallel;
-    load.progress = false;
-    s.draft = std::make_unique<LoadedModel>(load_model(load));
+    if (!*draft) {
+      *draft = std::make_shared<LoadedModel>(load_draft_model(spec, target_load, target, parallel));
+    }
+    s.draft = *draft;
     s.draft_model = std::make_unique<BatchDraftModel>(*s.draft->model, *s.draft->kv,
                                                       target.vocab_size, spec.draft_p_min);
   }

@@ -15,7 +15,7 @@ namespace specd::cli {
 
 struct BatchSpeculation {
   SequenceDrafterOptions ngram;  // mode "ngram" or "none": each sequence's own drafter
-  std::unique_ptr<LoadedModel> draft;
+  std::shared_ptr<LoadedModel> draft;
   std::unique_ptr<BatchDraftModel> draft_model;  // nullptr without a draft model
 
   // Engine options for `parallel` sequences with these drafters and `spec`'s draft lengths.
@@ -24,11 +24,11 @@ struct BatchSpeculation {
   std::unique_ptr<Drafter> make_drafter() const { return make_sequence_drafter(ngram); }
 };
 
-// Builds the parts for `mode` (none, draft, ngram, ngram+draft); loads the draft model with
-// `target_load`'s context plus one forward of rows and `parallel` slots. Throws specd::Error on
-// an unknown mode, a missing --draft or an incompatible draft.
+// Builds the parts for `mode` (none, draft, ngram, ngram+draft). The draft model (`parallel`
+// slots, see load_draft_model) is loaded into *draft once and shared by later calls. Throws
+// specd::Error on an unknown mode, a missing --draft or an incompatible draft.
 BatchSpeculation make_batch_speculation(const std::string& mode, const SpecOptions& spec,
                                         const LoadOptions& target_load, const ModelConfig& target,
-                                        int parallel);
+                                        int parallel, std::shared_ptr<LoadedModel>* draft);
 
 }  // namespace specd::cli

@@ -214,7 +214,7 @@ void run_bench(BenchOptions& o) {
     if (o.concurrency > 0) {
       SPECD_CHECK(mode != "oracle", "--concurrency runs the serving engine, which has no oracle");
       BatchSpeculation batch =
-          make_batch_speculation(mode, options, o.load, target.config, o.concurrency);
+          make_batch_speculation(mode, options, o.load, target.config, o.concurrency, &draft);
       params.seed = o.seed;
       const std::vector<std::vector<int32_t>> warm(
           prompts.begin(), prompts.begin() + std::min<size_t>(prompts.size(), o.concurrency));

@@ -104,8 +104,9 @@ void run_serve(ServeOptions& o) {
   // Each sequence gets its own n-gram drafter; draft-model proposals are batched over the
   // sequences (one draft KV slot each).
   const std::string mode = o.spec.resolved_mode();
+  std::shared_ptr<LoadedModel> draft;
   BatchSpeculation speculation =
-      make_batch_speculation(mode, o.spec, o.load, target.config, o.parallel);
+      make_batch_speculation(mode, o.spec, o.load, target.config, o.parallel, &draft);
   BatchEngineOptions engine_options = speculation.engine_options(o.spec, o.parallel);
   std::unique_ptr<PrefixCache> prefix_cache;
   if (o.prefix_cache_mb > 0) {

@@ -11,9 +11,10 @@ void SpecOptions::add_to(CLI::App& command, bool with_mode) {
   command.add_option("--draft", draft_dir, "Draft model directory (same tokenizer as the target)")
       ->check(existing_model_path());
   if (with_mode) {
-    command.add_option("--spec", mode,
-                     "Speculation: none, draft, ngram or ngram+draft (default: draft when "
-                     "--draft is given, else none)")
+    command
+        .add_option("--spec", mode,
+                    "Speculation: none, draft, ngram or ngram+draft (default: draft when "
+                    "--draft is given, else none)")
         ->check(CLI::IsMember({"none", "draft", "ngram", "ngram+draft"}));
   }
   command.add_option("--draft-max", draft_max, "Longest draft per round")
@@ -22,11 +23,13 @@ void SpecOptions::add_to(CLI::App& command, bool with_mode) {
   command.add_option("--draft-min", draft_min, "Shortest draft per round")
       ->check(CLI::Range(0, static_cast<int>(kSmallBatch) - 1))
       ->capture_default_str();
-  command.add_option("--draft-fixed", draft_fixed,
-                     "Always draft this many tokens (turns the adaptive length off)")
+  command
+      .add_option("--draft-fixed", draft_fixed,
+                  "Always draft this many tokens (turns the adaptive length off)")
       ->check(CLI::Range(0, static_cast<int>(kSmallBatch) - 1));
-  command.add_option("--draft-p-min", draft_p_min,
-                     "Stop drafting when the draft's top probability falls below this")
+  command
+      .add_option("--draft-p-min", draft_p_min,
+                  "Stop drafting when the draft's top probability falls below this")
       ->check(CLI::Range(0.0, 1.0))
       ->capture_default_str();
   command.add_option("--ngram-min", ngram_min, "Shortest suffix the n-gram drafter matches")
@@ -55,6 +58,20 @@ std::string SpecOptions::resolved_mode() const {
   return draft_dir.empty() ? "none" : "draft";
 }
 
+LoadedModel load_draft_model(const SpecOptions& options, const LoadOptions& target_load,
+                             const ModelConfig& target, int slots) {
+  check_draft_compatible(target_load.model_dir, target, options.draft_dir,
+                         load_model_config(options.draft_dir));
+  LoadOptions load = target_load;
+  load.model_dir = options.draft_dir;
+  load.device = options.draft_device;
+  load.quantize = options.draft_quantize;
+  load.context = target_load.context + kSmallBatch;
+  load.slots = slots;
+  load.progress = false;
+  return load_model(load);
+}
+
 Speculation make_speculation(const std::string& mode, const SpecOptions& options,
                              const LoadOptions& target_load, const ModelConfig& target,
                              std::shared_ptr<LoadedModel>* draft) {
@@ -68,21 +85,11 @@ Speculation make_speculation(const std::string& mode, const SpecOptions& options
     s.ngram = std::make_unique<NgramDrafter>(options.ngram_min, options.ngram_max);
   }
   if (wants_model) {
-    if (!*draft) {
-      LoadOptions load = target_load;
-      load.model_dir = options.draft_dir;
-      load.device = options.draft_device;
-      load.quantize = options.draft_quantize;
-      load.context = target_load.context + kSmallBatch;
-      load.progress = false;
-      check_draft_compatible(target_load.model_dir, target, options.draft_dir,
-                             load_model_config(options.draft_dir));
-      *draft = std::make_shared<LoadedModel>(load_model(load));
-    }
+    if (!*draft)
+      *draft = std::make_shared<LoadedModel>(load_draft_model(options, target_load, target));
     int max_k = std::max(options.draft_max, options.draft_fixed);
     s.model_drafter = std::make_unique<ModelDrafter>(*(*draft)->model, *(*draft)->kv,
-                                                     target.vocab_size, max_k,
-                                                     options.draft_p_min);
+                                                     target.vocab_size, max_k, options.draft_p_min);
   }
   if (s.ngram && s.model_drafter) {
     s.chained = std::make_unique<ChainedDrafter>(

@@ -41,6 +41,11 @@ struct Speculation {
   Drafter* drafter = nullptr;  // nullptr = plain decoding
 };
 
+// Loads the draft model of `options` (checked against the target first) on its device, with the
+// target's context plus one small forward of rows and `slots` KV slots.
+LoadedModel load_draft_model(const SpecOptions& options, const LoadOptions& target_load,
+                             const ModelConfig& target, int slots = 1);
+
 // Builds the drafters for `mode`; loads the draft model once into `draft` if needed (it is
 // shared between modes). `context` is the target's context size.
 Speculation make_speculation(const std::string& mode, const SpecOptions& options,
