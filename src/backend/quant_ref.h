@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include "core/dtype.h"
@@ -42,6 +43,21 @@ inline void k_quant_scale_min(int j, const uint8_t* q, uint8_t* scale, uint8_t* 
     *scale = static_cast<uint8_t>((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
     *min = static_cast<uint8_t>((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
   }
+}
+
+// All eight: the scales to out[0..7] and the mins to out[8..15], four sub-blocks per 32-bit word
+// (each byte as k_quant_scale_min gives it).
+inline void k_quant_scales_mins(const uint8_t* q, uint8_t out[16]) {
+  uint32_t w[3];
+  std::memcpy(w, q, 12);
+  const uint32_t low6 = 0x3F3F3F3Fu, low4 = 0x0F0F0F0Fu, top2 = 0x03030303u;
+  const uint32_t words[4] = {
+      w[0] & low6,                                        // scales 0..3
+      (w[2] & low4) | (((w[0] >> 6) & top2) << 4),        // scales 4..7
+      w[1] & low6,                                        // mins 0..3
+      ((w[2] >> 4) & low4) | (((w[1] >> 6) & top2) << 4)  // mins 4..7
+  };
+  std::memcpy(out, words, 16);
 }
 
 }  // namespace specd

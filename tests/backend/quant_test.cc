@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -73,6 +74,24 @@ TEST(QuantFormats, DequantizeMatchesGgufPy) {
       }
     }
     EXPECT_EQ(mismatches, 0u) << name << " worst abs error " << worst;
+  }
+}
+
+// The word-parallel unpacking of a q4_k/q5_k block's 12 scale bytes equals the per-sub-block
+// one that follows ggml's dequantisation, on every value of each byte position.
+TEST(QuantFormats, KQuantScalesMinsUnpackAsPerSubBlock) {
+  std::mt19937 rng(5);
+  for (int trial = 0; trial < 4096; ++trial) {
+    uint8_t q[12];
+    for (int i = 0; i < 12; ++i) q[i] = static_cast<uint8_t>(trial < 256 ? trial : rng());
+    uint8_t both[16];
+    k_quant_scales_mins(q, both);
+    for (int j = 0; j < 8; ++j) {
+      uint8_t sc, mn;
+      k_quant_scale_min(j, q, &sc, &mn);
+      ASSERT_EQ(both[j], sc) << "trial " << trial << " sub-block " << j;
+      ASSERT_EQ(both[8 + j], mn) << "trial " << trial << " sub-block " << j;
+    }
   }
 }
 

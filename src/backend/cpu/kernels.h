@@ -39,12 +39,14 @@ inline int64_t split_x_stride(int64_t k) { return (k + 15) / 16 * 16; }
 
 // x quantised for the block-quantised kernel, per row and 32-element group: x ~= scale * q with
 // q int16 (|q| <= 32767, rounded to nearest), and the exact f32 sum of the group. A group with a
-// non-finite element gets a NaN scale, so the products it enters come out NaN.
+// non-finite element gets a NaN scale, so the products it enters come out NaN. Group-major, so
+// that the rows the kernel takes together sit side by side.
 struct QuantizedX {
-  const float* sum = nullptr;    // [m, k / 32] f32
-  const float* scale = nullptr;  // [m, k / 32] f32
-  const int16_t* q = nullptr;    // [m, k] int16
+  const float* sum = nullptr;    // [k / 32, m] f32
+  const float* scale = nullptr;  // [k / 32, m] f32
+  const int16_t* q = nullptr;    // [k / 32, m, 32] int16
   int64_t groups = 0;            // k / 32
+  int64_t rows = 0;              // m
 };
 
 // Quantises args.x into `scratch` (matmul_quant_scratch(args) floats).

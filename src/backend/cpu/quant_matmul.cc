@@ -14,7 +14,9 @@
 // Every (row m, column n) result is computed by the same operations whatever M, the row group
 // or the thread's column range: per group, the integer sum converted to f32, times s_g, FMA'd
 // with d_g into the row's vector accumulator; then the fixed SumOfLanes reduction, + the m_g
-// terms (a scalar FMA chain in group order), + bias, then y + result.
+// terms (an FMA chain in group order: a scalar one for a single row, else one vector lane per
+// row, all rows of a pass in one FMA per group), + bias, then y + result. x is stored
+// group-major, so the rows a pass takes together are side by side and one pointer walks them.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "backend/cpu/quant_matmul.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
@@ -22,6 +24,7 @@
 #include "hwy/cache_control.h"
 #include "hwy/highway.h"
 //
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -43,6 +46,11 @@ constexpr int kRowsPerPass = 5;
 constexpr int kDecodeStreams = 2;
 // Elements per m_g group (every format with offsets has 32-element groups).
 constexpr int64_t kOffsetGroup = 32;
+// Rows of x per f32 vector of the target, and the floats after x's group sums that a vector of
+// rows may read past the last row.
+constexpr int kRowLanes = HWY_LANES(float);
+constexpr int64_t kRowPad = 16;
+static_assert(kRowLanes <= kRowPad);
 
 // x's int16 codes (at most 16 lanes: a 16-element group is at least one whole vector), the
 // int32 lanes of their pairwise products, and f32 vectors of as many lanes.
@@ -52,6 +60,8 @@ using DF = hn::Rebind<float, DI32>;
 // Weight codes are decoded as u16 lanes from bytes half as wide.
 using DU16 = hn::Rebind<uint16_t, DI16>;
 using DU8 = hn::Rebind<uint8_t, DI16>;
+// A vector of rows of x (the m_g terms).
+using DR = hn::ScalableTag<float>;
 
 // f16 at p (unaligned) -> f32, with the target's conversion instruction where it has one.
 HWY_INLINE float Half(const uint8_t* p) {
@@ -193,11 +203,16 @@ struct QK45 : Format {
     const uint8_t* scales = b + 4;
     const uint8_t* qh = b + 16;
     const uint8_t* q = b + (kFive ? 48 : 16);
-    for (int j = 0; j < 8; ++j) {
-      uint8_t sc, mn;
-      k_quant_scale_min(j, scales, &sc, &mn);
-      o.d[j] = d * sc;
-      o.m[j] = -(dmin * mn);
+    HWY_ALIGN uint8_t sm[16];  // the 6-bit scales, then the mins
+    k_quant_scales_mins(scales, sm);
+    const hn::CappedTag<float, 8> df;
+    const hn::Rebind<int32_t, decltype(df)> di;
+    const hn::Rebind<uint8_t, decltype(df)> d8;
+    for (size_t j = 0; j < 8; j += hn::Lanes(df)) {
+      const auto sc = hn::ConvertTo(df, hn::PromoteTo(di, hn::Load(d8, sm + j)));
+      const auto mn = hn::ConvertTo(df, hn::PromoteTo(di, hn::Load(d8, sm + 8 + j)));
+      hn::StoreU(hn::Mul(hn::Set(df, d), sc), df, o.d + j);
+      hn::StoreU(hn::Neg(hn::Mul(hn::Set(df, dmin), mn)), df, o.m + j);
     }
     for (int j = 0; j < 8; j += 2, q += 32) {
       for (size_t l = 0; l < 32; l += hn::Lanes(du)) {
@@ -286,9 +301,10 @@ QuantizedX QuantizeX(const MatmulArgs& a, float* scratch) {
   const hn::Rebind<int16_t, DF> d16;
   const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
   const int64_t groups = a.k / kOffsetGroup;
-  float* sum = scratch;
-  float* scale = scratch + a.m * groups;
-  int16_t* q = reinterpret_cast<int16_t*>(scratch + 2 * a.m * groups);
+  float* scale = scratch;
+  float* sum = scratch + a.m * groups;
+  int16_t* q = reinterpret_cast<int16_t*>(sum + a.m * groups + kRowPad);
+  std::fill(sum + a.m * groups, sum + a.m * groups + kRowPad, 0.0f);
   for (int64_t i = 0; i < a.m; ++i) {
     for (int64_t g = 0; g < groups; ++g) {
       const float* x = a.x + i * a.x_stride + g * kOffsetGroup;
@@ -298,7 +314,7 @@ QuantizedX QuantizeX(const MatmulArgs& a, float* scratch) {
         s = hn::Add(s, v);
         top = hn::Max(top, hn::Abs(v));
       }
-      const int64_t ig = i * groups + g;
+      const int64_t ig = g * a.m + i;
       sum[ig] = hn::GetLane(hn::SumOfLanes(d, s));
       const float amax = hn::GetLane(hn::MaxOfLanes(d, top));
       float inv = amax > 0.0f ? 32767.0f / amax : 0.0f;
@@ -314,7 +330,7 @@ QuantizedX QuantizeX(const MatmulArgs& a, float* scratch) {
       }
     }
   }
-  return {sum, scale, q, groups};
+  return {sum, scale, q, groups, a.m};
 }
 
 // Per group: q (int8 -> int16) times x's int16 codes, summed exactly in int32 lanes by
@@ -337,23 +353,25 @@ HWY_INLINE void Column(const MatmulArgs& a, int64_t m0, int64_t n0, int64_t n_st
   for (int c = 0; c < NC; ++c) {
     w[c] = static_cast<const uint8_t*>(a.w) + static_cast<size_t>(n0 + c * n_step) * row_bytes;
   }
-  const int16_t* x[MR];
-  const float* scale[MR];
-  const float* sum[MR];
-  for (int i = 0; i < MR; ++i) {
-    x[i] = xq.q + (m0 + i) * a.k;
-    scale[i] = xq.scale + (m0 + i) * xq.groups;
-    sum[i] = xq.sum + (m0 + i) * xq.groups;
-  }
+  // Rows as lanes: the m_g terms of all MR rows of a column take one FMA per group.
+  const DR dr;
+  constexpr int kRowVecs = (MR + kRowLanes - 1) / kRowLanes;
   V acc[MR][NC];
-  float off[MR][NC];
-  for (int i = 0; i < MR; ++i) {
-    for (int c = 0; c < NC; ++c) {
-      acc[i][c] = hn::Zero(d);
-      off[i][c] = 0.0f;
+  hn::Vec<DR> off[NC][kRowVecs];
+  float off1[NC] = {};  // one row: the m_g terms in a scalar chain, the same arithmetic as a lane
+  for (int c = 0; c < NC; ++c) {
+    for (int i = 0; i < MR; ++i) acc[i][c] = hn::Zero(d);
+    if constexpr (MR > 1) {
+      for (int r = 0; r < kRowVecs; ++r) off[c][r] = hn::Zero(dr);
     }
   }
   Block blk[NC];
+  // x's codes, scales and sums of rows m0... in the current 32-element group (group-major: one
+  // group's rows are kOffsetGroup codes apart, the next group's rows * kOffsetGroup on).
+  const int64_t rows = xq.rows;
+  const int16_t* xg = xq.q + m0 * kOffsetGroup;
+  const float* scale = xq.scale + m0;
+  const float* sum = xq.sum + m0;
   for (int64_t k0 = 0; k0 < a.k; k0 += F::kBlockElems) {
     for (int c = 0; c < NC; ++c) {
       for (int off_bytes = 0; off_bytes < F::kBlockBytes; off_bytes += 64) {
@@ -363,8 +381,7 @@ HWY_INLINE void Column(const MatmulArgs& a, int64_t m0, int64_t n0, int64_t n_st
       w[c] += F::kBlockBytes;
     }
     for (int g = 0; g < Block::kGroups; ++g) {
-      const int64_t k = k0 + g * kGroup;
-      const int64_t og = k / kOffsetGroup;
+      const int16_t* x = xg + g * kGroup % kOffsetGroup;  // row i's codes at i * kOffsetGroup
       for (int c = 0; c < NC; ++c) {
         VI dot[MR], odd[MR];
         for (int i = 0; i < MR; ++i) dot[i] = odd[i] = hn::Zero(d32);
@@ -376,27 +393,43 @@ HWY_INLINE void Column(const MatmulArgs& a, int64_t m0, int64_t n0, int64_t n_st
             wj = hn::Load(d16, blk[c].q + g * kGroup + j);
           }
           for (int i = 0; i < MR; ++i) {
-            dot[i] = hn::ReorderWidenMulAccumulate(d32, wj, hn::LoadU(d16, x[i] + k + j), dot[i],
-                                                   odd[i]);
+            dot[i] = hn::ReorderWidenMulAccumulate(
+                d32, wj, hn::LoadU(d16, x + i * kOffsetGroup + j), dot[i], odd[i]);
           }
         }
         const V wscale = Block::kGroups == 1 ? HalfLanes(blk[c].d16) : hn::Set(d, blk[c].d[g]);
         for (int i = 0; i < MR; ++i) {
           const V xdot = hn::ConvertTo(d, hn::RearrangeToOddPlusEven(dot[i], odd[i]));
-          acc[i][c] = hn::MulAdd(hn::Mul(xdot, hn::Set(d, scale[i][og])), wscale, acc[i][c]);
+          acc[i][c] = hn::MulAdd(hn::Mul(xdot, hn::Set(d, scale[i])), wscale, acc[i][c]);
         }
-        if constexpr (F::kOffsets) {
-          for (int i = 0; i < MR; ++i) off[i][c] = std::fma(blk[c].m[g], sum[i][og], off[i][c]);
+        if constexpr (F::kOffsets && MR == 1) {
+          off1[c] = std::fma(blk[c].m[g], sum[0], off1[c]);
+        } else if constexpr (F::kOffsets) {
+          const auto m = hn::Set(dr, blk[c].m[g]);
+          for (int r = 0; r < kRowVecs; ++r) {
+            off[c][r] = hn::MulAdd(m, hn::LoadU(dr, sum + r * kRowLanes), off[c][r]);
+          }
         }
+      }
+      if ((g + 1) * kGroup % kOffsetGroup == 0) {
+        xg += rows * kOffsetGroup;
+        scale += rows;
+        sum += rows;
       }
     }
   }
   for (int c = 0; c < NC; ++c) {
     const int64_t n = n0 + c * n_step;
     const float bias = a.bias != nullptr ? load_as_f32(a.bias, a.bias_dtype, n) : 0.0f;
+    HWY_ALIGN float offs[kRowVecs * kRowLanes];
+    if constexpr (MR == 1) {
+      offs[0] = off1[c];
+    } else {
+      for (int r = 0; r < kRowVecs; ++r) hn::Store(off[c][r], dr, offs + r * kRowLanes);
+    }
     for (int i = 0; i < MR; ++i) {
       float r = hn::GetLane(hn::SumOfLanes(d, acc[i][c]));
-      if constexpr (F::kOffsets) r = r + off[i][c];
+      if constexpr (F::kOffsets) r = r + offs[i];
       if (a.bias != nullptr) r = r + bias;
       float& out = a.y[(m0 + i) * a.y_stride + n];
       out = a.accumulate ? out + r : r;
@@ -487,9 +520,9 @@ void matmul_quant(const MatmulArgs& args, const QuantizedX& x, int64_t n_begin, 
   HWY_DYNAMIC_DISPATCH(MatmulQuant)(args, x, n_begin, n_end);
 }
 
-// QuantizeX's sums, scales (f32) and int16 codes.
+// QuantizeX's scales, sums (f32, then kRowPad floats) and int16 codes.
 int64_t matmul_quant_scratch(const MatmulArgs& args) {
-  return 2 * args.m * (args.k / 32) + (args.m * args.k + 1) / 2;
+  return 2 * args.m * (args.k / 32) + 16 + (args.m * args.k + 1) / 2;
 }
 
 }  // namespace specd::cpu
