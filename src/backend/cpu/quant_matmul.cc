@@ -2,9 +2,10 @@
 // q5_1, q4_k, q5_k, q6_k, and specd's load-time int8 and int4): one format-specialised pass
 // over each weight row for a group of rows of x.
 //
-// Every format is a sequence of groups (16 or 32 elements) of small integers q with
-// w = d_g * q + m_g. x is rounded once per call to int16 codes per 32-element group,
-// x ~= s_g * c (quantize_x; relative error at most 2^-16 of the group's largest |x|), so that
+// Every format is a sequence of 32-element groups of small integers q with w = d_g * q + m_g
+// (q6_k's 16-element groups fold their int8 scales into q). x is rounded once per call to int16
+// codes per 32-element group, x ~= s_g * c (quantize_x; relative error at most 2^-16 of the group's
+// largest |x|), so that
 //   x · w = sum_g d_g * s_g * (sum_{i in g} q_i c_i) + sum_g m_g * (sum_{i in g} x_i),
 // where the inner sums are exact integer pairwise multiply-adds (int16 x int16 -> int32) and the
 // group sums of x are exact f32 sums. A weight block is decoded to int16 codes with u16 vectors
@@ -52,8 +53,8 @@ constexpr int kRowLanes = HWY_LANES(float);
 constexpr int64_t kRowPad = 16;
 static_assert(kRowLanes <= kRowPad);
 
-// x's int16 codes (at most 16 lanes: a 16-element group is at least one whole vector), the
-// int32 lanes of their pairwise products, and f32 vectors of as many lanes.
+// x's int16 codes (at most 16 lanes, so that a vector never crosses q6_k's 16-element scale
+// groups), the int32 lanes of their pairwise products, and f32 vectors of as many lanes.
 using DI16 = hn::CappedTag<int16_t, 16>;
 using DI32 = hn::Repartition<int32_t, DI16>;
 using DF = hn::Rebind<float, DI32>;
@@ -96,6 +97,13 @@ HWY_INLINE hn::Vec<DF> HalfLanes(const uint8_t* p) {
 HWY_INLINE void StoreCodes(hn::Vec<DU16> v, uint16_t centre, int16_t* HWY_RESTRICT u) {
   const DI16 d16;
   hn::Store(hn::BitCast(d16, hn::Sub(v, hn::Set(DU16(), centre))), d16, u);
+}
+
+// Stores (code - 32) * scale of every u16 lane to u (int16).
+HWY_INLINE void StoreScaledCodes(hn::Vec<DU16> v, int8_t scale, int16_t* HWY_RESTRICT u) {
+  const DI16 d16;
+  const auto centred = hn::BitCast(d16, hn::Sub(v, hn::Set(DU16(), 32)));
+  hn::Store(hn::Mul(centred, hn::Set(d16, static_cast<int16_t>(scale))), d16, u);
 }
 
 // The u16 lanes of 16 (or, on narrower targets, fewer) bytes at p.
@@ -265,21 +273,23 @@ struct Int4 : Format {
   }
 };
 
-// q6_k: sixteen 16-element groups with int8 scales, values 0..63 centred on 32.
+// q6_k: sixteen 16-element groups with int8 scales, values 0..63 centred on 32. Each code is
+// multiplied by its group's int8 scale as it is decoded (|product| <= 4096, so int16 holds it and
+// the int32 dot products cannot overflow), which leaves eight 32-element groups that share d.
 struct Q6_K : Format {
   static constexpr int kBlockElems = 256, kBlockBytes = 210;
   static constexpr bool kOffsets = false;
-  using Block = Decoded<256, 16>;
+  using Block = Decoded<256, 32>;
   static HWY_INLINE void Decode(const uint8_t* b, Block& o) {
     const DU16 du;
     const uint8_t* ql = b;
     const uint8_t* qh = b + 128;
     const int8_t* sc = reinterpret_cast<const int8_t*>(b + 192);
     const float d = Half(b + 208);
-    for (int g = 0; g < 16; ++g) o.d[g] = d * sc[g];
+    for (float& g : o.d) g = d;
     const auto low4 = hn::Set(du, 0x0F), three = hn::Set(du, 3);
     int16_t* u = o.q;
-    for (int n = 0; n < 256; n += 128, ql += 64, qh += 32) {
+    for (int n = 0; n < 256; n += 128, ql += 64, qh += 32, sc += 8) {
       for (size_t l = 0; l < 32; l += hn::Lanes(du)) {
         const auto a = Bytes(ql + l), c = Bytes(ql + l + 32);
         const auto h = Bytes(qh + l);
@@ -287,10 +297,11 @@ struct Q6_K : Format {
         const auto h2 = hn::ShiftLeft<4>(hn::And(hn::ShiftRight<2>(h), three));
         const auto h4 = hn::ShiftLeft<4>(hn::And(hn::ShiftRight<4>(h), three));
         const auto h6 = hn::ShiftLeft<4>(hn::ShiftRight<6>(h));
-        StoreCodes(hn::Or(hn::And(a, low4), h0), 32, u + n + l);
-        StoreCodes(hn::Or(hn::And(c, low4), h2), 32, u + n + l + 32);
-        StoreCodes(hn::Or(hn::ShiftRight<4>(a), h4), 32, u + n + l + 64);
-        StoreCodes(hn::Or(hn::ShiftRight<4>(c), h6), 32, u + n + l + 96);
+        const size_t g = l / 16;  // a vector never crosses a 16-element group
+        StoreScaledCodes(hn::Or(hn::And(a, low4), h0), sc[g], u + n + l);
+        StoreScaledCodes(hn::Or(hn::And(c, low4), h2), sc[g + 2], u + n + l + 32);
+        StoreScaledCodes(hn::Or(hn::ShiftRight<4>(a), h4), sc[g + 4], u + n + l + 64);
+        StoreScaledCodes(hn::Or(hn::ShiftRight<4>(c), h6), sc[g + 6], u + n + l + 96);
       }
     }
   }
@@ -348,6 +359,7 @@ HWY_INLINE void Column(const MatmulArgs& a, int64_t m0, int64_t n0, int64_t n_st
   using VI = hn::Vec<DI32>;
   using Block = typename F::Block;
   constexpr int kGroup = Block::kGroup;
+  static_assert(kGroup == kOffsetGroup, "x and the weights share 32-element groups");
   const int64_t lanes16 = static_cast<int64_t>(hn::Lanes(d16));
   const uint8_t* w[NC];
   for (int c = 0; c < NC; ++c) {
@@ -381,7 +393,7 @@ HWY_INLINE void Column(const MatmulArgs& a, int64_t m0, int64_t n0, int64_t n_st
       w[c] += F::kBlockBytes;
     }
     for (int g = 0; g < Block::kGroups; ++g) {
-      const int16_t* x = xg + g * kGroup % kOffsetGroup;  // row i's codes at i * kOffsetGroup
+      const int16_t* x = xg;  // row i's codes at i * kOffsetGroup
       for (int c = 0; c < NC; ++c) {
         VI dot[MR], odd[MR];
         for (int i = 0; i < MR; ++i) dot[i] = odd[i] = hn::Zero(d32);
@@ -411,11 +423,9 @@ HWY_INLINE void Column(const MatmulArgs& a, int64_t m0, int64_t n0, int64_t n_st
           }
         }
       }
-      if ((g + 1) * kGroup % kOffsetGroup == 0) {
-        xg += rows * kOffsetGroup;
-        scale += rows;
-        sum += rows;
-      }
+      xg += rows * kOffsetGroup;
+      scale += rows;
+      sum += rows;
     }
   }
   for (int c = 0; c < NC; ++c) {
