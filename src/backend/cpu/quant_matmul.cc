@@ -47,11 +47,8 @@ constexpr int kRowsPerPass = 5;
 constexpr int kDecodeStreams = 2;
 // Elements per m_g group (every format with offsets has 32-element groups).
 constexpr int64_t kOffsetGroup = 32;
-// Rows of x per f32 vector of the target, and the floats after x's group sums that a vector of
-// rows may read past the last row.
-constexpr int kRowLanes = HWY_LANES(float);
+// Floats after x's group sums that a vector of rows (DR below) may read past the last row.
 constexpr int64_t kRowPad = 16;
-static_assert(kRowLanes <= kRowPad);
 
 // x's int16 codes (at most 16 lanes, so that a vector never crosses q6_k's 16-element scale
 // groups), the int32 lanes of their pairwise products, and f32 vectors of as many lanes.
@@ -61,8 +58,10 @@ using DF = hn::Rebind<float, DI32>;
 // Weight codes are decoded as u16 lanes from bytes half as wide.
 using DU16 = hn::Rebind<uint16_t, DI16>;
 using DU8 = hn::Rebind<uint8_t, DI16>;
-// A vector of rows of x (the m_g terms).
-using DR = hn::ScalableTag<float>;
+// A vector of rows of x (the m_g terms): at most 8, one vector for a pass on AVX2 and AVX-512.
+using DR = hn::CappedTag<float, 8>;
+constexpr int kRowLanes = static_cast<int>(hn::MaxLanes(DR()));
+static_assert(kRowLanes <= kRowPad);
 
 // f16 at p (unaligned) -> f32, with the target's conversion instruction where it has one.
 HWY_INLINE float Half(const uint8_t* p) {
@@ -530,7 +529,7 @@ void matmul_quant(const MatmulArgs& args, const QuantizedX& x, int64_t n_begin, 
   HWY_DYNAMIC_DISPATCH(MatmulQuant)(args, x, n_begin, n_end);
 }
 
-// QuantizeX's scales, sums (f32, then kRowPad floats) and int16 codes.
+// QuantizeX's scales, sums (f32, then kRowPad = 16 floats) and int16 codes.
 int64_t matmul_quant_scratch(const MatmulArgs& args) {
   return 2 * args.m * (args.k / 32) + 16 + (args.m * args.k + 1) / 2;
 }
