@@ -46,7 +46,7 @@ inline void k_quant_scale_min(int j, const uint8_t* q, uint8_t* scale, uint8_t* 
 }
 
 // All eight: the scales to out[0..7] and the mins to out[8..15], four sub-blocks per 32-bit word
-// (each byte as k_quant_scale_min gives it).
+// (each byte as k_quant_scale_min gives it; the words are read little-endian, as GGUF stores them).
 inline void k_quant_scales_mins(const uint8_t* q, uint8_t out[16]) {
   uint32_t w[3];
   std::memcpy(w, q, 12);
