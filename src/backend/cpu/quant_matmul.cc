@@ -15,9 +15,9 @@
 // Every (row m, column n) result is computed by the same operations whatever M, the row group
 // or the thread's column range: per group, the integer sum converted to f32, times s_g, FMA'd
 // with d_g into the row's vector accumulator; then the fixed SumOfLanes reduction, + the m_g
-// terms (an FMA chain in group order: a scalar one for a single row, else one vector lane per
-// row, all rows of a pass in one FMA per group), + bias, then y + result. x is stored
-// group-major, so the rows a pass takes together are side by side and one pointer walks them.
+// terms (an FMA chain in group order, one vector lane per row: all rows of a pass in one FMA
+// per group), + bias, then y + result. x is stored group-major, so the rows a pass takes
+// together are side by side and one pointer walks them.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "backend/cpu/quant_matmul.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
@@ -369,12 +369,9 @@ HWY_INLINE void Column(const MatmulArgs& a, int64_t m0, int64_t n0, int64_t n_st
   constexpr int kRowVecs = (MR + kRowLanes - 1) / kRowLanes;
   V acc[MR][NC];
   hn::Vec<DR> off[NC][kRowVecs];
-  float off1[NC] = {};  // one row: the m_g terms in a scalar chain, the same arithmetic as a lane
   for (int c = 0; c < NC; ++c) {
     for (int i = 0; i < MR; ++i) acc[i][c] = hn::Zero(d);
-    if constexpr (MR > 1) {
-      for (int r = 0; r < kRowVecs; ++r) off[c][r] = hn::Zero(dr);
-    }
+    for (int r = 0; r < kRowVecs; ++r) off[c][r] = hn::Zero(dr);
   }
   Block blk[NC];
   // x's codes, scales and sums of rows m0... in the current 32-element group (group-major: one
@@ -413,9 +410,7 @@ HWY_INLINE void Column(const MatmulArgs& a, int64_t m0, int64_t n0, int64_t n_st
           const V xdot = hn::ConvertTo(d, hn::RearrangeToOddPlusEven(dot[i], odd[i]));
           acc[i][c] = hn::MulAdd(hn::Mul(xdot, hn::Set(d, scale[i])), wscale, acc[i][c]);
         }
-        if constexpr (F::kOffsets && MR == 1) {
-          off1[c] = std::fma(blk[c].m[g], sum[0], off1[c]);
-        } else if constexpr (F::kOffsets) {
+        if constexpr (F::kOffsets) {
           const auto m = hn::Set(dr, blk[c].m[g]);
           for (int r = 0; r < kRowVecs; ++r) {
             off[c][r] = hn::MulAdd(m, hn::LoadU(dr, sum + r * kRowLanes), off[c][r]);
@@ -431,11 +426,7 @@ HWY_INLINE void Column(const MatmulArgs& a, int64_t m0, int64_t n0, int64_t n_st
     const int64_t n = n0 + c * n_step;
     const float bias = a.bias != nullptr ? load_as_f32(a.bias, a.bias_dtype, n) : 0.0f;
     HWY_ALIGN float offs[kRowVecs * kRowLanes];
-    if constexpr (MR == 1) {
-      offs[0] = off1[c];
-    } else {
-      for (int r = 0; r < kRowVecs; ++r) hn::Store(off[c][r], dr, offs + r * kRowLanes);
-    }
+    for (int r = 0; r < kRowVecs; ++r) hn::Store(off[c][r], dr, offs + r * kRowLanes);
     for (int i = 0; i < MR; ++i) {
       float r = hn::GetLane(hn::SumOfLanes(d, acc[i][c]));
       if constexpr (F::kOffsets) r = r + offs[i];
