@@ -147,6 +147,15 @@ HWY_INLINE float Softmax(float* p, int64_t n) {
   return 1.0f / hn::GetLane(hn::SumOfLanes(d, sum));
 }
 
+// Prefetches `width` elements of each of the kScoreGroup cache entries from `first` (those below
+// `limit`).
+template <typename T>
+HWY_INLINE void PrefetchEntries(const T* cache, int64_t entry_stride, int64_t first, int64_t limit,
+                                int64_t width) {
+  const int64_t end = std::min<int64_t>(first + kScoreGroup, limit);
+  for (int64_t e = first; e < end; ++e) PrefetchBytes(cache + e * entry_stride, width * sizeof(T));
+}
+
 // block[j * width ...] = the first `width` elements of cache entry first + j, widened to f32, for
 // j < n, prefetching kPrefetchEntries entries ahead (up to entry `limit`).
 template <typename T>
@@ -229,8 +238,12 @@ void Item(const AttentionArgs& a, int64_t r_begin, int64_t r_end, int h_begin, i
       for (int64_t h = 0; h < heads; ++h) {
         float* p = p_of(r, h) + (b0 - lo);
         const S* k = block_keys + kv_offset(h);
+        // Read straight from the cache, the first query fetches the item's part of the entries
+        // kPrefetchEntries ahead: entries are strided, which the hardware prefetchers miss.
+        const bool fetch = !kWiden && r == 0 && h == 0;
         int64_t j = j_begin;
         for (; j + kScoreGroup <= j_end; j += kScoreGroup) {
+          if (fetch) PrefetchEntries(keys, entry_stride, b0 + j + kPrefetchEntries, hi, width);
           Scores<kScoreGroup>(q_of(r, h), k + j * stride, stride, dh, a.scale, p + j);
         }
         for (; j < j_end; ++j) Scores<1>(q_of(r, h), k + j * stride, stride, dh, a.scale, p + j);
@@ -262,6 +275,11 @@ void Item(const AttentionArgs& a, int64_t r_begin, int64_t r_end, int h_begin, i
       next[r] = i1;
       if (i1 == i0) continue;
       const bool run = e[i1 - 1] - e[i0] == i1 - 1 - i0;
+      if (!kWiden && r == 0) {  // the values the first row reads next, as for the keys
+        for (int64_t i = i0; i < i1; i += kScoreGroup) {
+          PrefetchEntries(values, entry_stride, e[i] + kPrefetchEntries, hi, width);
+        }
+      }
       for (int64_t h = 0; h < heads; ++h) {
         const float* p = p_of(r, h) + i0;
         const S* v = block_values + kv_offset(h);
