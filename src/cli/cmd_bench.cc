@@ -195,24 +195,31 @@ void run_bench(BenchOptions& o) {
     Generator warm(*target.model, *target.kv);
     warm.generate(GenerateRequest{prompts[0], std::min(o.gen_len, 16), params, {}});
   }
-  std::vector<std::vector<int32_t>> plain_outputs;
-  std::vector<ModeResult> results;
-  for (const std::string& spec : modes) {
-    std::string mode = spec.substr(0, spec.find('@'));
+  // Each mode's options: `MODE@K` fixes the draft length.
+  auto mode_options = [&](const std::string& spec) {
     SpecOptions options = o.spec;
     if (spec.find('@') != std::string::npos)
       options.draft_fixed = std::stoi(spec.substr(spec.find('@') + 1));
-    ModeResult r;
-    r.mode = spec;
-    auto record = [&](size_t i, const GenerationResult& result) {
-      if (spec == "none")
-        plain_outputs.push_back(result.tokens);
-      else
-        r.identical = r.identical && result.tokens == plain_outputs[i];
-      accumulate(r, result.stats);
-    };
-    if (o.concurrency > 0) {
+    return options;
+  };
+  auto base_mode = [](const std::string& spec) { return spec.substr(0, spec.find('@')); };
+  std::vector<std::vector<int32_t>> plain_outputs(prompts.size());
+  std::vector<ModeResult> results(modes.size());
+  auto record = [&](size_t m, size_t i, const GenerationResult& result) {
+    ModeResult& r = results[m];
+    if (m == 0)
+      plain_outputs[i] = result.tokens;  // modes[0] is "none"
+    else
+      r.identical = r.identical && result.tokens == plain_outputs[i];
+    accumulate(r, result.stats);
+  };
+  for (size_t m = 0; m < modes.size(); ++m) results[m].mode = modes[m];
+  if (o.concurrency > 0) {
+    // One batch run per mode, all prompts in flight together.
+    for (size_t m = 0; m < modes.size(); ++m) {
+      const std::string mode = base_mode(modes[m]);
       SPECD_CHECK(mode != "oracle", "--concurrency runs the serving engine, which has no oracle");
+      const SpecOptions options = mode_options(modes[m]);
       BatchSpeculation batch =
           make_batch_speculation(mode, options, o.load, target.config, o.concurrency, &draft);
       params.seed = o.seed;
@@ -221,30 +228,41 @@ void run_bench(BenchOptions& o) {
       run_concurrent(target, batch, options, o.concurrency, warm, std::min(o.gen_len, 16), params);
       ConcurrentRun run =
           run_concurrent(target, batch, options, o.concurrency, prompts, o.gen_len, params);
-      r.wall_seconds = run.seconds;
-      for (size_t i = 0; i < prompts.size(); ++i) record(i, run.results[i]);
-    } else {
-      std::unique_ptr<OracleDrafter> oracle;
-      Speculation s;
-      if (mode != "oracle") {
-        s = make_speculation(mode, options, o.load, target.config, &draft);
+      results[m].wall_seconds = run.seconds;
+      for (size_t i = 0; i < prompts.size(); ++i) record(m, i, run.results[i]);
+    }
+  } else {
+    // One prompt at a time, the modes taking turns on each prompt: a drift of the machine's speed
+    // (shared or throttled hosts) falls on every mode alike instead of on whichever ran then.
+    std::vector<Speculation> speculations(modes.size());
+    for (size_t m = 0; m < modes.size(); ++m) {
+      const std::string mode = base_mode(modes[m]);
+      if (mode != "oracle" && mode != "none") {
+        speculations[m] =
+            make_speculation(mode, mode_options(modes[m]), o.load, target.config, &draft);
       }
-      for (size_t i = 0; i < prompts.size(); ++i) {
-        params.seed = o.seed + i;
-        Drafter* drafter = s.drafter;
-        if (mode == "oracle") {
-          SPECD_CHECK(!plain_outputs.empty(), "the oracle mode needs plain decoding first");
+    }
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      if (!o.json) std::fprintf(stderr, "\rprompt %zu / %zu", i + 1, prompts.size());
+      params.seed = o.seed + i;
+      for (size_t m = 0; m < modes.size(); ++m) {
+        Drafter* drafter = speculations[m].drafter;
+        std::unique_ptr<OracleDrafter> oracle;
+        if (base_mode(modes[m]) == "oracle") {  // the target's own output, from plain decoding
           std::vector<int32_t> sequence = prompts[i];
           sequence.insert(sequence.end(), plain_outputs[i].begin(), plain_outputs[i].end());
           oracle = std::make_unique<OracleDrafter>(sequence);
           drafter = oracle.get();
         }
-        Generator generator(*target.model, *target.kv, drafter, options.lengths());
-        record(i, generator.generate(GenerateRequest{prompts[i], o.gen_len, params, {}}));
+        Generator generator(*target.model, *target.kv, drafter, mode_options(modes[m]).lengths());
+        record(m, i, generator.generate(GenerateRequest{prompts[i], o.gen_len, params, {}}));
       }
     }
-    results.push_back(r);
-    if (!o.json) std::fprintf(stderr, "%-16s %8.2f tok/s\n", spec.c_str(), r.tok_s());
+  }
+  if (!o.json) {
+    if (o.concurrency == 0) std::fprintf(stderr, "\n");
+    for (const ModeResult& r : results)
+      std::fprintf(stderr, "%-16s %8.2f tok/s\n", r.mode.c_str(), r.tok_s());
   }
 
   // Cost of verifying k + 1 = 5 and 9 rows against one decode step, at the first prompt's context.

@@ -115,6 +115,18 @@ else
   failures=$((failures + 1))
 fi
 
+# bench one prompt at a time, the modes taking turns on each prompt: the oracle drafts each
+# prompt's plain output, and every mode's output (none and the four) equals plain decoding.
+out=$("$specd" bench -m "$target" --draft "$src/models/pycoder-draft" --num-prompts 3 \
+  --prompt-len 6 --gen-len 12 --modes oracle@4,draft,ngram,draft@2 --json 2>&1)
+if [ "$(grep -c '"identical_to_plain": true' <<<"$out")" -eq 5 ] &&
+  grep -q '"mode": "oracle@4"' <<<"$out"; then
+  passes=$((passes + 1))
+else
+  echo "FAIL bench_modes_interleaved: $out"
+  failures=$((failures + 1))
+fi
+
 # SentencePiece-style GGUF tokenizer (Gemma layout) without a chat template.
 gemma=$src/tests/data/gguf/spm_gemma.gguf
 echo '[{"role": "user", "content": "Hi"}]' >"$work/chat.json"
