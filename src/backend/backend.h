@@ -123,6 +123,10 @@ class Backend {
   // addresses; data-dependent values such as positions are read from device memory). A GPU
   // backend records it once as a graph and replays it for later calls with the same key.
   virtual void run_recorded(uint64_t /*key*/, const std::function<void()>& ops) { ops(); }
+  // Whether run_recorded records (then a key's first run is eager and its second records).
+  virtual bool records_forwards() const { return false; }
+  // Recordings made so far (a graph recorded again after a scratch grew counts again).
+  virtual int recordings() const { return 0; }
 
   // Memory bandwidth in bytes/s that bounds a decode step, measured now: a multi-threaded
   // streaming read on the CPU, a large device-to-device copy (bytes read + written) on a GPU.

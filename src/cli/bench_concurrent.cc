@@ -35,6 +35,7 @@ ConcurrentRun run_concurrent(LoadedModel& target, const BatchSpeculation& specul
     };
     requests.push_back(std::move(request));
   }
+  engine.warm_up();
   const double start = now_seconds();
   for (auto& request : requests) engine.submit(request);
   engine.start();

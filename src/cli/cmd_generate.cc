@@ -1,12 +1,11 @@
 // `specd generate`: plain generation from a prompt, streamed to stdout or as one JSON object.
-#include <nlohmann/json.hpp>
-
 #include <cstdio>
+#include <nlohmann/json.hpp>
 #include <optional>
 
+#include "cli/cli_options.h"
 #include "cli/commands.h"
 #include "cli/model_loader.h"
-#include "cli/cli_options.h"
 #include "cli/prompt_source.h"
 #include "cli/spec_options.h"
 #include "cli/stats_json.h"
@@ -55,6 +54,7 @@ void run_generate(GenerateOptions& o) {
   Speculation spec =
       make_speculation(o.spec.resolved_mode(), o.spec, o.load, loaded.config, &draft);
   Generator generator(*loaded.model, *loaded.kv, spec.drafter, o.spec.lengths());
+  generator.warm_up();  // CUDA graphs are recorded here, not inside the decode measured below
   std::unique_ptr<StreamingDetokenizer> detokenizer;
   if (tokenizer) detokenizer = std::make_unique<StreamingDetokenizer>(*tokenizer, true);
   auto stream = [&](int32_t token) {
@@ -70,12 +70,12 @@ void run_generate(GenerateOptions& o) {
   GenerationResult result = generator.generate(request, stream);
   const GenerationStats& s = result.stats;
   if (o.json) {
-    nlohmann::ordered_json out = {{"tokens", result.tokens},
-                          {"text", tokenizer ? nlohmann::ordered_json(tokenizer->decode(
-                                                   result.tokens, true))
-                                             : nlohmann::ordered_json(nullptr)},
-                          {"finish_reason", result.finish_reason},
-                          {"stats", stats_json(s)}};
+    nlohmann::ordered_json out = {
+        {"tokens", result.tokens},
+        {"text", tokenizer ? nlohmann::ordered_json(tokenizer->decode(result.tokens, true))
+                           : nlohmann::ordered_json(nullptr)},
+        {"finish_reason", result.finish_reason},
+        {"stats", stats_json(s)}};
     std::printf("%s\n", out.dump().c_str());
   } else {
     if (detokenizer) std::fputs(detokenizer->flush().c_str(), stdout);
@@ -104,7 +104,8 @@ void register_generate_command(CLI::App& app) {
   options->sampling.add_to(*cmd);
   options->spec.add_to(*cmd);
   cmd->callback([options] {
-    SPECD_CHECK(options->prompt.given(), "give a prompt with --prompt, --prompt-file or --prompt-ids");
+    SPECD_CHECK(options->prompt.given(),
+                "give a prompt with --prompt, --prompt-file or --prompt-ids");
     run_generate(*options);
   });
 }

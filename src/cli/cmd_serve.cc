@@ -15,6 +15,7 @@
 #include "cli/prompt_source.h"
 #include "cli/spec_options.h"
 #include "core/error.h"
+#include "core/timer.h"
 #include "engine/batch_engine.h"
 #include "io/mapped_file.h"
 #include "server/server.h"
@@ -117,6 +118,12 @@ void run_serve(ServeOptions& o) {
   }
   BatchEngine engine(*target.model, *target.kv, engine_options,
                      [&speculation] { return speculation.make_drafter(); });
+  if (target.backend->records_forwards()) {
+    const double start = now_seconds();
+    engine.warm_up();  // CUDA graphs of the decode shapes, before the first request
+    std::fprintf(stderr, "specd serve: decode forwards recorded in %.1f s\n",
+                 now_seconds() - start);
+  }
 
   server::ServerModel model;
   model.engine = &engine;

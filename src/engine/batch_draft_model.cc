@@ -61,6 +61,21 @@ void BatchDraftModel::reset(int slot) {
   kv_.truncate(slot, 0);
 }
 
+void BatchDraftModel::warm_up() {
+  if (!model_.backend().records_forwards()) return;
+  // A prompt chunk first (scratch reaches its size), then full catch-up chunks and drafting
+  // forwards.
+  const int chunk = std::min(model_.limits().max_rows, kv_.shape().capacity);
+  std::vector<ForwardShape> shapes{{chunk, 0}, {kSmallBatch, 0}};
+  for (int rows = kSmallBatch; rows >= 1; --rows) {
+    for (int picked = std::min(rows, kv_.shape().n_slots); picked >= 1; --picked) {
+      shapes.push_back({rows, picked});
+    }
+  }
+  model_.run_shapes(shapes, kv_);
+  reset(0);
+}
+
 std::span<const int32_t> BatchDraftModel::catch_up(const Job& job) {
   SlotState& s = slots_[job.slot];
   const std::span<const int32_t> context = job.context;

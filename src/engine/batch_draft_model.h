@@ -37,6 +37,9 @@ class BatchDraftModel {
   // from the copied logits (q in out->probs); a probability cut (p_min) reads logits on the host.
   void propose(std::vector<Job>& jobs);
   void reset(int slot);
+  // Runs each forward shape proposing may use once: rows 1 to kSmallBatch with the last row of
+  // 1 to n_slots sequences picked (see Transformer::run_shapes), on slot 0, which it resets.
+  void warm_up();
 
  private:
   // How a job's tokens are chosen (see propose).

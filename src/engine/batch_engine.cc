@@ -246,6 +246,21 @@ bool BatchEngine::step() {
   return true;
 }
 
+void BatchEngine::warm_up() {
+  SPECD_CHECK(!thread_.joinable(), "warm_up runs before start()");
+  // A prompt chunk first (scratch reaches its size), then decode and verification forwards.
+  std::vector<ForwardShape> shapes{{std::min(model_.limits().max_rows, kv_.shape().capacity), 1}};
+  for (int rows = options_.max_rows_per_forward; rows >= 1; --rows) shapes.push_back({rows, -1});
+  const bool records = model_.backend().records_forwards();
+  for (int run = 0; run < 2; ++run) {  // the second run records
+    if (records) model_.run_shapes(shapes, kv_, slots_[0]->slot);
+    if (options_.draft_model) options_.draft_model->warm_up();
+    for (auto& seq : slots_) {
+      if (seq->drafter) seq->drafter->warm_up();
+    }
+  }
+}
+
 void BatchEngine::prefill_chunk(Sequence& seq) {
   // The same chunks as Generator::prefill, so the cache and first token match `generate`.
   const std::vector<int32_t>& prompt = seq.request->generate.prompt;

@@ -77,6 +77,10 @@ class BatchEngine {
 
   // Checks the request (throws specd::Error naming the problem) and queues it.
   void submit(std::shared_ptr<BatchRequest> request);
+  // Runs the forwards decoding will use (target rows 1 to max rows per forward, and the draft
+  // model's), twice, so that a backend that records forwards (CUDA graphs) has them recorded
+  // before the first request. Call before start().
+  void warm_up();
   // Starts the engine thread; stop() finishes in-flight requests as "cancelled" and joins.
   void start();
   void stop();

@@ -37,6 +37,20 @@ Generator::Generator(Transformer& model, KvCache& kv, Drafter* drafter,
   verdict_.emitted.reserve(limit + 1);
 }
 
+void Generator::warm_up() {
+  // A prompt chunk first (scratch reaches its size), then verification of each draft length.
+  const int max_k = !drafter_                   ? 0
+                    : draft_length_.fixed_k > 0 ? draft_length_.fixed_k
+                                                : draft_length_.max_k;
+  std::vector<ForwardShape> shapes{{std::min(model_.limits().max_rows, kv_.shape().capacity), 1}};
+  for (int k = max_k; k >= 0; --k) shapes.push_back({k + 1, -1});
+  const bool records = model_.backend().records_forwards();
+  for (int run = 0; run < 2; ++run) {  // the second run records
+    if (records) model_.run_shapes(shapes, kv_, slot_);
+    if (drafter_) drafter_->warm_up();
+  }
+}
+
 Tensor Generator::prefill(const std::vector<int32_t>& prompt) {
   const int n = static_cast<int>(prompt.size());
   SPECD_CHECK(n > 0, "the prompt is empty");

@@ -25,6 +25,11 @@ class Generator {
   using TokenCallback = std::function<bool(int32_t)>;
   GenerationResult generate(const GenerateRequest& request, const TokenCallback& on_token = {});
 
+  // Runs the forwards decoding with this drafter and draft length will use, twice, so that a
+  // backend that records forwards (CUDA graphs) has recorded them before the first request
+  // instead of inside its decode. The slot must be free. Does nothing on other backends.
+  void warm_up();
+
   // Runs the prompt through the model into the cache (chunks of the model's max rows) and
   // returns the last row's logits. Sets the slot's KV length to the prompt length.
   Tensor prefill(const std::vector<int32_t>& prompt);

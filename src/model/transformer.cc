@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <numeric>
 
 #include "core/error.h"
 #include "model/rope.h"
@@ -227,6 +228,29 @@ Tensor Transformer::forward(const ForwardBatch& batch, KvCache& kv) {
     layers();
   }
   return logits;
+}
+
+void Transformer::run_shapes(std::span<const ForwardShape> shapes, KvCache& kv, int slot) {
+  std::vector<int32_t> tokens(limits_.max_rows, 0), positions(limits_.max_rows);
+  std::vector<int32_t> slots(limits_.max_rows, slot), picked(limits_.max_logit_rows);
+  std::iota(positions.begin(), positions.end(), 0);
+  for (const ForwardShape& shape : shapes) {
+    const int rows = shape.rows;
+    SPECD_CHECK(rows > 0 && rows <= limits_.max_rows && shape.picked_logit_rows <= rows &&
+                    shape.picked_logit_rows <= limits_.max_logit_rows,
+                "forward shape of {} rows, {} logit rows", rows, shape.picked_logit_rows);
+    if (rows > kv.shape().capacity) continue;
+    ForwardBatch batch{rows, tokens.data(), positions.data(), slots.data()};
+    if (shape.picked_logit_rows >= 0) {
+      std::iota(picked.begin(), picked.begin() + shape.picked_logit_rows,
+                rows - shape.picked_logit_rows);
+      batch.logit_rows = picked.data();
+      batch.n_logit_rows = shape.picked_logit_rows;
+    }
+    forward(batch, kv);
+  }
+  backend_.synchronize();
+  kv.truncate(slot, 0);
 }
 
 }  // namespace specd

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "backend/backend.h"
@@ -23,6 +24,13 @@ struct ForwardBatch {
   // Rows whose logits are wanted, in output order (nullptr with n_logit_rows == n_rows = all).
   const int32_t* logit_rows = nullptr;
   int n_logit_rows = 0;
+};
+
+// The shape of a forward that decoding will run: its row count and how many of its last rows'
+// logits are picked (-1: every row's logits, without a pick list).
+struct ForwardShape {
+  int rows = 1;
+  int picked_logit_rows = -1;
 };
 
 struct TransformerLimits {
@@ -53,6 +61,12 @@ class Transformer {
   Tensor forward(const ForwardBatch& batch, KvCache& kv);
   Tensor hidden(size_t capture_index) const;
 
+  // Runs one forward of each shape on slot `slot` of `kv` (token 0 at positions 0, 1, ...), so
+  // that a backend that records forwards (Backend::records_forwards) records each shape on its
+  // second run, before decoding needs it. Shapes longer than the cache are skipped. The slot
+  // must be free: its entries are overwritten and its length is left at 0.
+  void run_shapes(std::span<const ForwardShape> shapes, KvCache& kv, int slot = 0);
+
  private:
   Backend& backend_;
   ModelConfig config_;
@@ -63,10 +77,10 @@ class Transformer {
   DeviceBuffer rope_storage_;
   std::vector<int> capture_layers_;
   int last_rows_ = 0;
-  // Scratch, sized once for max_rows (no allocation per forward).
   // Key of a small forward's recorded op sequence (see Backend::run_recorded).
   uint64_t recording_key(const ForwardBatch& batch, const KvCache& kv) const;
 
+  // Scratch, sized once for max_rows (no allocation per forward).
   std::vector<int32_t> zero_slots_;  // [max_rows] host zeros for single-sequence batches
   std::vector<int32_t> staged_;  // [4 * max_rows + max_logit_rows] host copy of the index arrays
   // [4 * max_rows + max_logit_rows] i32: tokens, positions, slots, cache_index (m each), then the

@@ -17,6 +17,10 @@ void ChainedDrafter::reset() {
   for (Drafter* d : drafters_) d->reset();
 }
 
+void ChainedDrafter::warm_up() {
+  for (Drafter* d : drafters_) d->warm_up();
+}
+
 bool ChainedDrafter::uses_model() const {
   return std::any_of(drafters_.begin(), drafters_.end(),
                      [](Drafter* d) { return d->uses_model(); });

@@ -38,6 +38,10 @@ class Drafter {
   // cache to the longest common prefix), so it needs no separate commit call.
   virtual void propose(std::span<const int32_t> context, int max_k, const SamplingParams& params,
                        DraftProposal& out) = 0;
+  // Runs each forward shape proposing may use once (see Transformer::run_shapes), then forgets
+  // the state. Run twice before the first request, it has a backend that records forwards record
+  // them. A drafter without a model has nothing to run.
+  virtual void warm_up() {}
   // Whether proposing costs model forwards (used by the draft-length policy).
   virtual bool uses_model() const { return false; }
 };

@@ -17,6 +17,7 @@ class ModelDrafter final : public Drafter {
   ModelDrafter(Transformer& model, KvCache& kv, int target_vocab, int max_k, double p_min);
   std::string name() const override { return "draft"; }
   void reset() override;
+  void warm_up() override;
   void propose(std::span<const int32_t> context, int max_k, const SamplingParams& params,
                DraftProposal& out) override;
   bool uses_model() const override { return true; }

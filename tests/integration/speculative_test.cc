@@ -44,8 +44,8 @@ struct Mode {
 
 std::vector<Mode> all_modes() {
   std::vector<Mode> modes;
-  for (auto [name, ngram, model] : {std::tuple{"ngram", true, false}, {"draft", false, true},
-                                    {"ngram+draft", true, true}}) {
+  for (auto [name, ngram, model] :
+       {std::tuple{"ngram", true, false}, {"draft", false, true}, {"ngram+draft", true, true}}) {
     for (int k : {1, 2, 4, 8}) modes.push_back({name, ngram, model, {1, 8, k}});
     modes.push_back({name, ngram, model, {1, 8, 0}});  // adaptive
   }
@@ -82,22 +82,21 @@ TEST_P(Lossless, GreedyOutputEqualsPlainDecoding) {
   EXPECT_LT(rounds, tokens);  // drafts were accepted at all
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Pairs, Lossless,
-    testing::Values(std::tuple{"qwen3_f32", "llama_gqa_f32"},          // a far draft
-                    std::tuple{"qwen3_f32", "qwen3_f32"},              // a perfect draft
-                    std::tuple{"qwen2_untied_bf16", "qwen3_sharded_bf16"}),
-    [](const auto& info) {
-      return std::get<0>(info.param) + "_with_" + std::get<1>(info.param);
-    });
+INSTANTIATE_TEST_SUITE_P(Pairs, Lossless,
+                         testing::Values(std::tuple{"qwen3_f32", "llama_gqa_f32"},  // a far draft
+                                         std::tuple{"qwen3_f32", "qwen3_f32"},  // a perfect draft
+                                         std::tuple{"qwen2_untied_bf16", "qwen3_sharded_bf16"}),
+                         [](const auto& info) {
+                           return std::get<0>(info.param) + "_with_" + std::get<1>(info.param);
+                         });
 
 // Bytes of K and V entries [0, length) of every layer.
 std::vector<uint8_t> cache_bytes(Loaded& m, int length) {
   std::vector<uint8_t> out;
   for (int l = 0; l < m.kv->shape().n_layers; ++l) {
     KvLayerView view = m.kv->layer(l);
-    size_t bytes = static_cast<size_t>(length) * view.n_kv_heads * view.head_dim *
-                   dtype_size(view.dtype);
+    size_t bytes =
+        static_cast<size_t>(length) * view.n_kv_heads * view.head_dim * dtype_size(view.dtype);
     for (const void* base : {view.k, view.v}) {
       out.resize(out.size() + bytes);
       m.backend->copy_to_host(out.data() + out.size() - bytes, base, bytes);
@@ -185,6 +184,42 @@ TEST(SpeculativeEdges, ZeroDraftLengthIsPlainDecoding) {
   EXPECT_EQ(result.tokens, expected);
   EXPECT_EQ(result.stats.drafted, 0);
   EXPECT_EQ(result.stats.rounds, 39);
+}
+
+// Forwards of every shape run before a request leave nothing behind; on a backend that records
+// forwards (CUDA graphs), the request then records none of its own.
+TEST(SpeculativeWarmUp, RecordsEveryShapeAndLeavesNoTrace) {
+  Loaded target(kGolden + "qwen3_f32"), draft(kGolden + "llama_gqa_f32", kCapacity + kSmallBatch);
+  const int vocab = target.config.vocab_size;
+  NgramDrafter ngram(1, 4);
+  ModelDrafter model_drafter(*draft.model, *draft.kv, vocab, 8, 0.0);
+  ChainedDrafter chained({&ngram, &model_drafter});
+  // Prompts of more than kSmallBatch + 1 tokens: shorter prompts are prefilled (target, and the
+  // draft up to the last token) by small forwards, which are recorded on their second use.
+  std::vector<std::vector<int32_t>> prompts = make_prompts(4, vocab, 23);
+  for (auto& prompt : prompts) {
+    const std::vector<int32_t> once = prompt;
+    while (prompt.size() <= kSmallBatch + 1) prompt.insert(prompt.end(), once.begin(), once.end());
+  }
+  Generator plain(*target.model, *target.kv);
+  std::vector<std::vector<int32_t>> expected;
+  for (const auto& prompt : prompts) {
+    expected.push_back(plain.generate(GenerateRequest{prompt, 96, {}, {}}).tokens);
+  }
+  // Garbage entries in the cache (even where the backend records nothing) must not show.
+  const ForwardShape shapes[] = {{64, 1}, {kSmallBatch, 0}, {9, -1}, {3, 2}, {1, -1}};
+  target.model->run_shapes(shapes, *target.kv);
+  EXPECT_EQ(target.kv->length(0), 0);
+  EXPECT_EQ(plain.generate(GenerateRequest{prompts[0], 96, {}, {}}).tokens, expected[0]);
+
+  Generator spec(*target.model, *target.kv, &chained, DraftLengthOptions{1, 8, 0});
+  spec.warm_up();
+  const int recorded = target.backend->recordings() + draft.backend->recordings();
+  if (target.backend->records_forwards()) EXPECT_GT(recorded, 0);
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    EXPECT_EQ(spec.generate(GenerateRequest{prompts[i], 96, {}, {}}).tokens, expected[i]) << i;
+  }
+  EXPECT_EQ(target.backend->recordings() + draft.backend->recordings(), recorded);
 }
 
 }  // namespace

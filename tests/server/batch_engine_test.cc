@@ -109,6 +109,7 @@ std::vector<std::vector<int32_t>> run_batched(Model& target, const SequenceDraft
   }
   BatchEngine engine(*target.model, *target.kv, options,
                      [&] { return make_sequence_drafter(drafting); });
+  engine.warm_up();  // records forwards on a GPU; must leave nothing behind
   std::vector<std::vector<int32_t>> outputs(requests.size());
   int done = 0;
   for (size_t i = 0; i < requests.size(); ++i) {

@@ -208,6 +208,7 @@ double CudaBackend::measure_bandwidth() {
 
 void* CudaBackend::scratch(int which, size_t bytes) {
   Scratch& s = scratch_[which];
+  s.recorded = s.recorded || capturing_;
   if (s.bytes >= bytes) return s.data;
   SPECD_CHECK(!capturing_, "cuda: scratch growth while recording a graph");
   check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
@@ -218,11 +219,11 @@ void* CudaBackend::scratch(int which, size_t bytes) {
     check(cudaMemsetAsync(s.data, 0, size, stream_), "cudaMemsetAsync (tickets)");
   }
   s.bytes = size;
-  if (which == kSampling) return s.data;  // token choice runs outside recorded forwards
-  for (auto& [key, r] : recorded_) {      // graphs captured the old address
+  if (!s.recorded) return s.data;     // no graph captured the old address
+  for (auto& [key, r] : recorded_) {  // graphs captured the old address: record them again
     if (r.graph != nullptr) cudaGraphExecDestroy(r.graph);
+    r.graph = nullptr;
   }
-  recorded_.clear();
   return s.data;
 }
 
@@ -258,6 +259,7 @@ void CudaBackend::run_recorded(uint64_t key, const std::function<void()>& ops) {
   cudaGraphDestroy(graph);
   check(status, "cudaGraphInstantiate");
   recorded_[key].graph = exec;
+  ++recordings_;
   check(cudaGraphLaunch(exec, stream_), "cudaGraphLaunch");
 }
 

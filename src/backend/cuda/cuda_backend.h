@@ -41,6 +41,8 @@ class CudaBackend final : public Backend {
   void synchronize() override;
   double measure_bandwidth() override;  // median of 2 GiB device-to-device copies
   void run_recorded(uint64_t key, const std::function<void()>& ops) override;
+  bool records_forwards() const override { return graphs_; }
+  int recordings() const override { return recordings_; }
 
   void embedding(const Tensor& ids, const Tensor& table, Tensor& out) override;
   void matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y,
@@ -93,7 +95,8 @@ class CudaBackend final : public Backend {
   // The bf16 GEMM of more than 16 rows: cuBLASLt when the build has it, else gemm.cu's kernel.
   // *x_bf16 holds the group's bf16 copy of x once made (nullptr before).
   void run_gemm(const cuda::MatmulArgs& a, const void** x_bf16);
-  // Device scratch that grows (never shrinks); growth drops recorded graphs that used it.
+  // Device scratch that grows (never shrinks). Growth of a scratch that a recorded forward used
+  // drops the recorded graphs; each is recorded again on its next run.
   void* scratch(int which, size_t bytes);
 
   int index_ = 0;
@@ -105,13 +108,15 @@ class CudaBackend final : public Backend {
   bool sampling_ = true;   // SPECD_CUDA_SAMPLING=0: sampled rows go to the host
   bool prefill_attention_ = true;  // SPECD_PREFILL_ATTENTION=0: prompt chunks on the decode kernel
   bool capturing_ = false;
+  int recordings_ = 0;
   struct Scratch {
     void* data = nullptr;
     size_t bytes = 0;
+    bool recorded = false;  // used inside a recorded forward
   };
   Scratch scratch_[kScratchKinds];
   struct Recorded {
-    int seen = 0;
+    int seen = 0;  // runs so far (kept when the graph is dropped)
     CUgraphExec_st* graph = nullptr;
   };
   std::unordered_map<uint64_t, Recorded> recorded_;
