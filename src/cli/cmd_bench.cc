@@ -322,6 +322,7 @@ void run_bench(BenchOptions& o) {
         {"hidden", target.config.hidden_size},
         {"vocab", target.config.vocab_size}}},
       {"draft", o.spec.draft_dir},
+      {"draft_backend", draft ? draft->backend->describe() : ""},
       {"prompts", o.prompts_file.empty() ? "random" : o.prompts_file},
       {"num_prompts", prompts.size()},
       {"concurrency", o.concurrency},

@@ -1,4 +1,4 @@
-// Spin-then-sleep thread pool: static, timing-independent loop partitioning, or claimed chunks.
+// Spin-then-sleep thread pool whose threads claim the chunks of each loop as they go.
 #include "core/thread_pool.h"
 
 #include <algorithm>
@@ -19,6 +19,11 @@ namespace {
 // core (so that an oversubscribed machine still makes progress), then sleep.
 constexpr int kSpinIterations = 4000;
 constexpr double kYieldSeconds = 0.002;
+constexpr double kHelpWaitSeconds = 20e-6;
+// The claim word: job number | chunk count | next chunk.
+constexpr int kChunkBits = 22;
+constexpr uint64_t kChunkMask = (uint64_t{1} << kChunkBits) - 1;
+constexpr uint64_t kJobMask = (uint64_t{1} << (64 - 2 * kChunkBits)) - 1;
 
 double seconds_now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
@@ -56,51 +61,71 @@ int ThreadPool::hardware_threads() {
   return n == 0 ? 1 : static_cast<int>(n);
 }
 
-void ThreadPool::run_share(int thread) {
-  if (job_claimed_) {
-    for (;;) {
-      const int64_t begin = next_chunk_.fetch_add(job_grain_, std::memory_order_relaxed);
-      if (begin >= job_n_) return;
-      (*job_)(begin, std::min(job_n_, begin + job_grain_), thread);
+void ThreadPool::run_chunks(int thread, int64_t max_chunks) {
+  uint64_t word = claims_.load(std::memory_order_acquire);
+  for (int64_t ran = 0; ran < max_chunks; ++ran) {
+    const uint64_t next = word & kChunkMask, count = (word >> kChunkBits) & kChunkMask;
+    if (next >= count) return;
+    // A successful swap proves the word (and so the job it belongs to) is current.
+    if (!claims_.compare_exchange_weak(word, word + 1, std::memory_order_acquire)) {
+      --ran;
+      continue;
     }
+    if (thread != 0) helped_.store(true, std::memory_order_relaxed);
+    const int64_t begin = static_cast<int64_t>(next) * job_chunk_;
+    (*job_)(begin, std::min(job_n_, begin + job_chunk_), thread);
+    done_.fetch_add(1, std::memory_order_release);
+    word = claims_.load(std::memory_order_acquire);
   }
-  int64_t per = (job_n_ + n_threads_ - 1) / n_threads_;
-  per = (per + job_grain_ - 1) / job_grain_ * job_grain_;
-  int64_t begin = std::min<int64_t>(job_n_, per * thread);
-  int64_t end = std::min<int64_t>(job_n_, begin + per);
-  if (begin < end) (*job_)(begin, end, thread);
 }
 
 void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64_t, int)>& fn,
                               int64_t grain) {
-  run_job(n, grain, false, fn);
+  grain = std::max<int64_t>(1, grain);
+  int64_t per = (n + n_threads_ - 1) / n_threads_;
+  per = (per + grain - 1) / grain * grain;
+  run_job(n, per, fn);
 }
 
 void ThreadPool::parallel_chunks(int64_t n, int64_t chunk,
                                  const std::function<void(int64_t, int64_t, int)>& fn) {
-  run_job(n, chunk, true, fn);
+  run_job(n, std::max<int64_t>(1, chunk), fn);
 }
 
-void ThreadPool::run_job(int64_t n, int64_t grain, bool claimed,
+void ThreadPool::run_job(int64_t n, int64_t chunk,
                          const std::function<void(int64_t, int64_t, int)>& fn) {
   if (n <= 0) return;
-  if (n_threads_ == 1 || n <= grain) {
+  if (n_threads_ == 1 || n <= chunk) {
     fn(0, n, 0);
     return;
   }
+  // More chunks than the claim word holds: fewer, larger ones (a loop of over 4M chunks).
+  chunk = std::max<int64_t>(chunk, (n + kChunkMask - 1) / kChunkMask);
+  const uint64_t count = static_cast<uint64_t>((n + chunk - 1) / chunk);
   job_ = &fn;
   job_n_ = n;
-  job_grain_ = std::max<int64_t>(1, grain);
-  job_claimed_ = claimed;
-  next_chunk_.store(0, std::memory_order_relaxed);
-  pending_.store(n_threads_ - 1, std::memory_order_relaxed);
+  job_chunk_ = chunk;
+  done_.store(0, std::memory_order_relaxed);
+  helped_.store(false, std::memory_order_relaxed);
+  const uint64_t job = (generation_.load(std::memory_order_relaxed) + 1) & kJobMask;
+  claims_.store((job << (2 * kChunkBits)) | (count << kChunkBits), std::memory_order_release);
   {
     std::lock_guard<std::mutex> lock(mutex_);
     generation_.fetch_add(1, std::memory_order_release);
   }
   wake_.notify_all();
-  run_share(0);
-  for (int spins = 0; pending_.load(std::memory_order_acquire) != 0; ++spins) {
+  const double published = seconds_now();
+  run_chunks(0, 1);
+  // Workers usually claim their chunks within microseconds. One that has claimed nothing after
+  // kHelpWaitSeconds (asleep, descheduled, or sharing this core) leaves them to this thread.
+  while (!helped_.load(std::memory_order_relaxed) &&
+         (claims_.load(std::memory_order_relaxed) & kChunkMask) < count &&
+         seconds_now() - published < kHelpWaitSeconds) {
+    SPECD_CPU_RELAX();
+  }
+  run_chunks(0, INT64_MAX);
+  for (int spins = 0; done_.load(std::memory_order_acquire) != static_cast<int64_t>(count);
+       ++spins) {
     if (spins < kSpinIterations) {
       SPECD_CPU_RELAX();
     } else {
@@ -128,8 +153,7 @@ void ThreadPool::worker_loop(int thread) {
     }
     seen = generation_.load(std::memory_order_acquire);
     if (stop_.load()) return;
-    run_share(thread);
-    pending_.fetch_sub(1, std::memory_order_acq_rel);
+    run_chunks(thread, INT64_MAX);
   }
 }
 
