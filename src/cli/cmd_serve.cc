@@ -118,11 +118,11 @@ void run_serve(ServeOptions& o) {
   }
   BatchEngine engine(*target.model, *target.kv, engine_options,
                      [&speculation] { return speculation.make_drafter(); });
+  const double warm_up_start = now_seconds();
+  engine.warm_up();  // CUDA graphs of the decode shapes, before the first request
   if (target.backend->records_forwards()) {
-    const double start = now_seconds();
-    engine.warm_up();  // CUDA graphs of the decode shapes, before the first request
     std::fprintf(stderr, "specd serve: decode forwards recorded in %.1f s\n",
-                 now_seconds() - start);
+                 now_seconds() - warm_up_start);
   }
 
   server::ServerModel model;

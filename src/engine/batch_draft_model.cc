@@ -63,10 +63,8 @@ void BatchDraftModel::reset(int slot) {
 
 void BatchDraftModel::warm_up() {
   if (!model_.backend().records_forwards()) return;
-  // A prompt chunk first (scratch reaches its size), then full catch-up chunks and drafting
-  // forwards.
-  const int chunk = std::min(model_.limits().max_rows, kv_.shape().capacity);
-  std::vector<ForwardShape> shapes{{chunk, 0}, {kSmallBatch, 0}};
+  // Full catch-up chunks and drafting forwards.
+  std::vector<ForwardShape> shapes{{kSmallBatch, 0}};
   for (int rows = kSmallBatch; rows >= 1; --rows) {
     for (int picked = std::min(rows, kv_.shape().n_slots); picked >= 1; --picked) {
       shapes.push_back({rows, picked});

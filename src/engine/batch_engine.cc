@@ -248,8 +248,7 @@ bool BatchEngine::step() {
 
 void BatchEngine::warm_up() {
   SPECD_CHECK(!thread_.joinable(), "warm_up runs before start()");
-  // A prompt chunk first (scratch reaches its size), then decode and verification forwards.
-  std::vector<ForwardShape> shapes{{std::min(model_.limits().max_rows, kv_.shape().capacity), 1}};
+  std::vector<ForwardShape> shapes;  // decode and verification forwards
   for (int rows = options_.max_rows_per_forward; rows >= 1; --rows) shapes.push_back({rows, -1});
   const bool records = model_.backend().records_forwards();
   for (int run = 0; run < 2; ++run) {  // the second run records

@@ -38,11 +38,11 @@ Generator::Generator(Transformer& model, KvCache& kv, Drafter* drafter,
 }
 
 void Generator::warm_up() {
-  // A prompt chunk first (scratch reaches its size), then verification of each draft length.
+  // Verification of each draft length.
   const int max_k = !drafter_                   ? 0
                     : draft_length_.fixed_k > 0 ? draft_length_.fixed_k
                                                 : draft_length_.max_k;
-  std::vector<ForwardShape> shapes{{std::min(model_.limits().max_rows, kv_.shape().capacity), 1}};
+  std::vector<ForwardShape> shapes;
   for (int k = max_k; k >= 0; --k) shapes.push_back({k + 1, -1});
   const bool records = model_.backend().records_forwards();
   for (int run = 0; run < 2; ++run) {  // the second run records

@@ -234,7 +234,12 @@ void Transformer::run_shapes(std::span<const ForwardShape> shapes, KvCache& kv, 
   std::vector<int32_t> tokens(limits_.max_rows, 0), positions(limits_.max_rows);
   std::vector<int32_t> slots(limits_.max_rows, slot), picked(limits_.max_logit_rows);
   std::iota(positions.begin(), positions.end(), 0);
-  for (const ForwardShape& shape : shapes) {
+  // A prompt chunk first: its scratch needs are the largest, so none grows (which would drop the
+  // recordings) while the small shapes run.
+  const ForwardShape chunk{std::min(limits_.max_rows, kv.shape().capacity), 1};
+  std::vector<ForwardShape> all{chunk};
+  all.insert(all.end(), shapes.begin(), shapes.end());
+  for (const ForwardShape& shape : all) {
     const int rows = shape.rows;
     SPECD_CHECK(rows > 0 && rows <= limits_.max_rows && shape.picked_logit_rows <= rows &&
                     shape.picked_logit_rows <= limits_.max_logit_rows,

@@ -41,10 +41,9 @@ void ModelDrafter::reset() {
 
 void ModelDrafter::warm_up() {
   if (!model_.backend().records_forwards()) return;
-  // A prompt chunk first (scratch reaches its size), then the catch-up chunks (full ones, and
-  // last ones that pick their last row's logits) and the one-row draft step.
-  const int chunk = std::min(model_.limits().max_rows, kv_.shape().capacity);
-  std::vector<ForwardShape> shapes{{chunk, 0}, {kSmallBatch, 0}};
+  // The catch-up chunks (full ones, and last ones that pick their last row's logits) and the
+  // one-row draft step.
+  std::vector<ForwardShape> shapes{{kSmallBatch, 0}};
   for (int rows = kSmallBatch; rows >= 1; --rows) shapes.push_back({rows, 1});
   shapes.push_back({1, -1});
   model_.run_shapes(shapes, kv_);
