@@ -298,20 +298,25 @@ void bench_attention(CpuBackend& backend) {
   fill_random(vc.data(), DType::kBF16, vc.size(), 6);
   KvLayerView cache{kc.data(), vc.data(), DType::kBF16, capacity, 1, capacity * n_kv * dh,
                     n_kv,      dh};
-  for (int64_t m : {1, 128}) {
-    const int64_t ctx = 256;
+  struct Case {
+    int64_t rows, ctx;  // rows: the last `rows` entries of a context of ctx (prefill: from 0)
+    const char* name;
+  };
+  const Case cases[] = {{1, 256, "decode, 1 row at context 256"},
+                        {5, 1024, "verify, 5 rows at context 1024"},
+                        {128, 128, "prefill, 128 rows causal from 0"}};
+  for (const Case& c : cases) {
+    const int64_t m = c.rows;
     std::vector<float> q(m * n_heads * dh), out(q.size());
     fill_random(q.data(), DType::kF32, q.size(), 8);
     std::vector<int32_t> slots(m, 0), index(m);
-    for (int64_t i = 0; i < m; ++i) index[i] = static_cast<int32_t>(m == 1 ? ctx - 1 : i);
+    for (int64_t i = 0; i < m; ++i) index[i] = static_cast<int32_t>(c.ctx - m + i);
     const AttentionRows rows = causal_rows(slots, index);
     Tensor qt = Tensor::make(q.data(), DType::kF32, m, n_heads * dh);
     Tensor ot = Tensor::make(out.data(), DType::kF32, m, n_heads * dh);
     auto [t, best] =
         time_calls(200, [&](int) { backend.attention(qt, n_heads, cache, rows, 0.088f, ot); });
-    std::printf("attention %s: median %8.1f us, best %8.1f us\n",
-                m == 1 ? "decode, 1 row at context 256" : "prefill, 128 rows causal from 0",
-                t * 1e6, best * 1e6);
+    std::printf("attention %s: median %8.1f us, best %8.1f us\n", c.name, t * 1e6, best * 1e6);
   }
 }
 

@@ -132,6 +132,30 @@ double time_forward(LoadedModel& m, const std::vector<int32_t>& prompt, int rows
   return times[times.size() / 2];
 }
 
+// Verifying k + 1 = 5 and 9 rows against one decode step (forwards continuing `prompt`). The three
+// forwards take turns and each ratio is the median over rounds of its adjacent forwards: the
+// machine's speed drifts, and medians taken one after another would carry the drift into a ratio.
+struct VerifyCosts {
+  double step_seconds = 0;  // median one-row forward
+  double five_rows = 0;     // median of (5-row forward / one-row forward), adjacent pairs
+  double nine_rows = 0;
+};
+
+VerifyCosts time_verification(LoadedModel& m, const std::vector<int32_t>& prompt, int rounds) {
+  std::vector<double> one, five, nine;
+  for (int r = 0; r < rounds; ++r) {
+    const double t1 = time_forward(m, prompt, 1, 1);
+    five.push_back(time_forward(m, prompt, 5, 1) / t1);
+    nine.push_back(time_forward(m, prompt, 9, 1) / t1);
+    one.push_back(t1);
+  }
+  auto median = [](std::vector<double>& v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  return {median(one), median(five), median(nine)};
+}
+
 void accumulate(ModeResult& r, const GenerationStats& s) {
   r.total.prompt_tokens += s.prompt_tokens;
   r.total.generated_tokens += s.generated_tokens;
@@ -277,9 +301,8 @@ void run_bench(BenchOptions& o) {
   // Cost of verifying k + 1 = 5 and 9 rows against one decode step, at the first prompt's context.
   Generator prefiller(*target.model, *target.kv);
   prefiller.prefill(prompts[0]);
-  const double one_row = time_forward(target, prompts[0], 1, 21);
-  const double five_rows = time_forward(target, prompts[0], 5, 21);
-  const double nine_rows = time_forward(target, prompts[0], 9, 21);
+  const VerifyCosts verify = time_verification(target, prompts[0], 21);
+  const double one_row = verify.step_seconds;
   const double rss = peak_rss_bytes();  // before any bandwidth buffer exists
   const double token_bytes = bytes_per_decode_token(target, longest + o.gen_len / 2.0);
   const double plain_tok_s = results[0].tok_s();
@@ -340,8 +363,8 @@ void run_bench(BenchOptions& o) {
       {"roofline_method", host ? "decode steps alternating with streaming reads of the weights"
                                : "plain decode rate against device-to-device copies"},
       {"decode_step_seconds", one_row},
-      {"verify5_over_decode1", five_rows / one_row},
-      {"verify9_over_decode1", nine_rows / one_row},
+      {"verify5_over_decode1", verify.five_rows},
+      {"verify9_over_decode1", verify.nine_rows},
       {"peak_rss_bytes", rss},
       {"weights_plus_kv_bytes", weights + kv},
       {"rss_over_weights_plus_kv", rss / (weights + kv)},
@@ -367,7 +390,7 @@ void run_bench(BenchOptions& o) {
       "(weights + KV %.0f MiB)\n",
       out["prefill_tok_s"].get<double>(), plain_tok_s, host ? "decode step at" : "decode at",
       100 * roofline_fraction, roofline, bandwidth / 1e9, host ? ", alternating with it" : "",
-      five_rows / one_row, nine_rows / one_row, rss / 1048576.0, (weights + kv) / 1048576.0);
+      verify.five_rows, verify.nine_rows, rss / 1048576.0, (weights + kv) / 1048576.0);
   std::printf("%-16s %10s %8s %11s %7s %8s %10s\n", "mode", "tok/s", "speedup", "accept len",
               "draft%", "verify%", "identical");
   for (const auto& m : modes_json) {
