@@ -183,6 +183,14 @@ class Backend {
                               const SampledDraft& /*draft*/, Tensor& /*ids*/) {
     return false;
   }
+  // A gated MLP's gate and up projections with the activation: gate = act(x · w_gateᵀ) *
+  // (x · w_upᵀ), the bits of matmul_group and then silu_mul / gelu_tanh_mul. Returns false,
+  // doing nothing, where the backend does not fuse them (the caller runs those ops). x: [M, K]
+  // f32; w_gate, w_up: [F, K]; gate: [M, F] f32.
+  virtual bool gate_up_act(Activation /*act*/, const Tensor& /*x*/, const Tensor& /*w_gate*/,
+                           const Tensor& /*w_up*/, Tensor& /*gate*/) {
+    return false;
+  }
   // A gated MLP's down projection: y = (act(gate) * up) · wᵀ (+ bias) (+ y if accumulate).
   // gate, up: [M, F] f32; w: [N, F]; y: [M, N] f32. gate is scratch: the default writes
   // act(gate) * up into it and runs matmul on it; a GPU backend reads act(gate) * up in the

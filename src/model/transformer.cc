@@ -200,15 +200,25 @@ Tensor Transformer::forward(const ForwardBatch& batch, KvCache& kv) {
         backend_.matmul(attn, w.wo, bias(w.bo), x, true);
       }
       backend_.rms_norm(x, w.post_norm, eps, h);
-      const MatmulPart gate_up[] = {{&w.w_gate, bias(w.b_gate), &gate},
-                                    {&w.w_up, bias(w.b_up), &up}};
-      backend_.matmul_group(h, gate_up);
-      if (c.gemma_norms) {  // x += norm(mlp)
-        backend_.gated_matmul(c.hidden_act, gate, up, w.w_down, bias(w.b_down), h, false);
+      // gate = act(h · w_gateᵀ) * (h · w_upᵀ), fused by the backend where it can.
+      const bool activated = bias(w.b_gate) == nullptr && bias(w.b_up) == nullptr &&
+                             backend_.gate_up_act(c.hidden_act, h, w.w_gate, w.w_up, gate);
+      if (!activated) {
+        const MatmulPart gate_up[] = {{&w.w_gate, bias(w.b_gate), &gate},
+                                      {&w.w_up, bias(w.b_up), &up}};
+        backend_.matmul_group(h, gate_up);
+      }
+      // x += mlp, or x += norm(mlp) (gemma_norms, with h as the scratch).
+      Tensor& mlp = c.gemma_norms ? h : x;
+      if (activated) {
+        backend_.matmul(gate, w.w_down, bias(w.b_down), mlp, !c.gemma_norms);
+      } else {
+        backend_.gated_matmul(c.hidden_act, gate, up, w.w_down, bias(w.b_down), mlp,
+                              !c.gemma_norms);
+      }
+      if (c.gemma_norms) {
         backend_.rms_norm(h, w.ffn_out_norm, eps, h);
         backend_.add(h, x);
-      } else {
-        backend_.gated_matmul(c.hidden_act, gate, up, w.w_down, bias(w.b_down), x, true);
       }
       capture(l + 1);
     }

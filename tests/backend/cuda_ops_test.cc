@@ -219,6 +219,48 @@ TEST_F(CudaOps, GatedMatmulEqualsGateThenMatmul) {
   }
 }
 
+TEST_F(CudaOps, GateUpActEqualsSeparateOpsAndIsBatchInvariant) {
+  // bf16 gate and up projections with the activation in the small-M kernel: the bits of
+  // matmul_group and then silu_mul / gelu_tanh_mul, for 1 to 16 rows (204: a half tile).
+  for (auto [k, f] : std::vector<std::pair<int64_t, int64_t>>{{512, 204}, {1024, 96}, {72, 40}}) {
+    HostTensor x = HostTensor(DType::kF32, kSmallBatch, k).random(71);
+    HostTensor wg = HostTensor(DType::kBF16, f, k).random(72);
+    HostTensor wu = HostTensor(DType::kBF16, f, k).random(73);
+    Tensor dx = upload(x), dwg = upload(wg), dwu = upload(wu);
+    for (Activation act : {Activation::kSilu, Activation::kGeluTanh}) {
+      HostTensor all(DType::kF32, kSmallBatch, f);
+      for (int64_t m : {16, 1, 5, 9}) {
+        HostTensor g(DType::kF32, m, f), u(DType::kF32, m, f), fused(DType::kF32, m, f);
+        Tensor dg = upload(g), du = upload(u), dfused = upload(fused);
+        const MatmulPart parts[] = {{&dwg, nullptr, &dg}, {&dwu, nullptr, &du}};
+        backend_->matmul_group(dx.slice_rows(0, m), parts);
+        if (act == Activation::kSilu) {
+          backend_->silu_mul(dg, du, dg);
+        } else {
+          backend_->gelu_tanh_mul(dg, du, dg);
+        }
+        ASSERT_TRUE(backend_->gate_up_act(act, dx.slice_rows(0, m), dwg, dwu, dfused));
+        HostTensor want = download(dg, g), got = download(dfused, fused);
+        for (int64_t r = 0; r < m; ++r) {
+          EXPECT_TRUE(same_bits(got.t(), r, want.t(), r)) << "k=" << k << " f=" << f << " M=" << m;
+          if (m == kSmallBatch) continue;
+          EXPECT_TRUE(same_bits(got.t(), r, all.t(), r)) << "k=" << k << " f=" << f << " M=" << m;
+        }
+        if (m == kSmallBatch) all = std::move(got);
+      }
+    }
+  }
+  // Declined (the caller runs the separate ops): f32 weights, more than 16 rows.
+  HostTensor x = HostTensor(DType::kF32, kSmallBatch + 1, 64).random(74);
+  HostTensor w32 = HostTensor(DType::kF32, 32, 64).random(75);
+  HostTensor w16 = HostTensor(DType::kBF16, 32, 64).random(76);
+  HostTensor out(DType::kF32, kSmallBatch + 1, 32);
+  Tensor dx = upload(x), dw32 = upload(w32), dw16 = upload(w16), dout = upload(out);
+  Tensor one_row = dout.slice_rows(0, 1);
+  EXPECT_FALSE(backend_->gate_up_act(Activation::kSilu, dx.slice_rows(0, 1), dw32, dw32, one_row));
+  EXPECT_FALSE(backend_->gate_up_act(Activation::kSilu, dx, dw16, dw16, dout));
+}
+
 TEST_F(CudaOps, MatmulGroupMatchesReferenceAndIsBatchInvariant) {
   const int64_t k = 512;
   const int64_t ns[] = {256, 64, 72};

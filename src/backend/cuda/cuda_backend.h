@@ -50,6 +50,8 @@ class CudaBackend final : public Backend {
   void matmul_group(const Tensor& x, std::span<const MatmulPart> parts) override;
   void rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& y) override;
   void rope(Tensor& x, int n_heads, const Tensor& positions, const RopeTable& table) override;
+  bool gate_up_act(Activation act, const Tensor& x, const Tensor& w_gate, const Tensor& w_up,
+                   Tensor& gate) override;
   void silu_mul(const Tensor& gate, const Tensor& up, Tensor& out) override;
   void gated_matmul(Activation act, Tensor& gate, const Tensor& up, const Tensor& w,
                     const Tensor* bias, Tensor& y, bool accumulate) override;
@@ -102,10 +104,12 @@ class CudaBackend final : public Backend {
   int index_ = 0;
   int multiprocessors_ = 0;
   CUstream_st* stream_ = nullptr;
-  bool graphs_ = true;     // SPECD_CUDA_GRAPHS=0 runs recorded forwards eagerly
-  bool int_mma_ = true;    // SPECD_CUDA_INT_MMA=0: int8/int4 small-M on the CUDA-core kernel
-  bool fuse_gate_ = true;  // SPECD_CUDA_FUSE_GATE=0: gated_matmul runs silu_mul, then matmul
-  bool sampling_ = true;   // SPECD_CUDA_SAMPLING=0: sampled rows go to the host
+  bool graphs_ = true;   // SPECD_CUDA_GRAPHS=0 runs recorded forwards eagerly
+  bool int_mma_ = true;  // SPECD_CUDA_INT_MMA=0: int8/int4 small-M on the CUDA-core kernel
+  // SPECD_CUDA_FUSE_GATE=0: the gated MLP's activation as its own kernel (gate_up_act declines;
+  // gated_matmul runs silu_mul, then matmul).
+  bool fuse_gate_ = true;
+  bool sampling_ = true;           // SPECD_CUDA_SAMPLING=0: sampled rows go to the host
   bool prefill_attention_ = true;  // SPECD_PREFILL_ATTENTION=0: prompt chunks on the decode kernel
   bool capturing_ = false;
   int recordings_ = 0;

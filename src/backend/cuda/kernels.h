@@ -55,7 +55,17 @@ struct MatmulGroup {
   MatmulArgs part[kMaxParts];
   int64_t tile_end[kMaxParts] = {};  // cumulative 16-column tiles
   int count = 0;
+  // A gated MLP's gate (part 0) and up (part 1) projections, bf16 on tensor cores: tile t holds
+  // gate rows [8t, 8t + 8) and up rows [8t, 8t + 8), and part 0's y receives act(gate) * up
+  // with the bits of the separate products and silu_mul / gelu_tanh_mul (part 1's y is not
+  // written). tile_end: ceil(N / 8) for both parts. See gate_up_pair_group.
+  bool gate_up_pair = false;
+  Activation pair_act = Activation::kSilu;
 };
+// The gate/up pair group of x · w_gateᵀ and x · w_upᵀ into `out`, or count == 0 where the
+// small-M bf16 tensor-core kernel does not take it (the caller runs the products and the
+// activation separately).
+MatmulGroup gate_up_pair_group(Activation act, const MatmulArgs& gate, const MatmulArgs& up);
 
 // How the small-M kernel splits a group; depends on the weights' shapes and the GPU only.
 struct SmallMatmulPlan {

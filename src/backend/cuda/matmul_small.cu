@@ -75,11 +75,14 @@ struct ChunkStream {
   __device__ __forceinline__ void seek(const MatmulGroup& group, int64_t tiles) {
     if (tile >= tiles) return;
     const TileSpot spot = find_tile(group, tile);
-    const MatmulArgs& a = group.part[spot.part];
     const int lane = threadIdx.x % 32;
 #pragma unroll
     for (int r = 0; r < 4; ++r) {
-      const int64_t n = spot.n0 + r * 4 + lane / 8;
+      // Weight row r * 4 + lane / 8 of the tile; of a gate/up pair, rows 0-7 are gate's and
+      // rows 8-15 up's, both from output column spot.n0.
+      const bool pair = group.gate_up_pair;
+      const MatmulArgs& a = group.part[pair ? r / 2 : spot.part];
+      const int64_t n = spot.n0 + (pair ? (r % 2) * 4 : r * 4) + lane / 8;
       ok[r] = n < a.n;
       row[r] = static_cast<const char*>(a.w) + (ok[r] ? n : 0) * a.w_stride * 2;
     }
@@ -235,6 +238,23 @@ bool small_tensor_cores(const MatmulArgs& a) {
   }
   return x_ok && a.w_dtype == DType::kBF16 && a.k % 8 == 0 && a.w_stride % 8 == 0 &&
          reinterpret_cast<uintptr_t>(a.w) % 16 == 0;
+}
+
+MatmulGroup gate_up_pair_group(Activation act, const MatmulArgs& gate, const MatmulArgs& up) {
+  MatmulGroup group;
+  const bool fits = small_tensor_cores(gate) && small_tensor_cores(up) &&
+                    gate.w_dtype == DType::kBF16 && up.w_dtype == DType::kBF16 && gate.n == up.n &&
+                    gate.k == up.k && gate.m == up.m && gate.x == up.x && gate.m <= kMaxRows &&
+                    gate.bias == nullptr && up.bias == nullptr && !gate.accumulate &&
+                    !up.accumulate && gate.gate == nullptr;
+  if (!fits) return group;
+  group.part[0] = gate;
+  group.part[1] = up;
+  group.tile_end[0] = group.tile_end[1] = (gate.n + kTileN / 2 - 1) / (kTileN / 2);
+  group.count = 2;
+  group.gate_up_pair = true;
+  group.pair_act = act;
+  return group;
 }
 
 SmallMatmulPlan plan_small_matmul(const MatmulGroup& group, int multiprocessors) {

@@ -65,6 +65,7 @@ struct TileSpot {
   int64_t n0;
 };
 __device__ __forceinline__ TileSpot find_tile(const MatmulGroup& group, int64_t tile) {
+  if (group.gate_up_pair) return {0, tile * (kTileN / 2)};  // output columns of part 0's y
   int p = 0;
   while (tile >= group.tile_end[p]) ++p;
   return {p, (tile - (p == 0 ? 0 : group.tile_end[p - 1])) * kTileN};
@@ -100,9 +101,21 @@ __device__ __forceinline__ void finish_tile(const MatmulGroup& group, int64_t ti
   float v = 0.0f;
 #pragma unroll
   for (int i = 0; i < kWarps; ++i) v += reduce[i][xr][col];
-  const bool write = xr < a.m && n < a.n;
+  // A gate/up pair: the thread of gate column col takes the up value of column col + 8 (in its
+  // warp) and writes act(gate) * up to column n0 + col.
+  const bool pair = group.gate_up_pair;
+  const int64_t pair_n = spot.n0 + col;
+  const bool write = pair ? xr < a.m && col < kTileN / 2 && pair_n < a.n : xr < a.m && n < a.n;
+  auto store = [&](float value) {
+    if (pair) {
+      const float up = __shfl_down_sync(0xffffffffu, value, kTileN / 2);
+      if (write) a.y[xr * a.y_stride + pair_n] = gated(group.pair_act, value, up);
+    } else if (write) {
+      a.y[xr * a.y_stride + n] = epilogue(a, xr, n, value);
+    }
+  };
   if (block_splits == 1) {
-    if (write) a.y[xr * a.y_stride + n] = epilogue(a, xr, n, v);
+    store(v);
   } else {
     // Several blocks share this tile: publish the partial; the last block to finish adds the
     // partials in split order (the same order whichever block arrives last).
@@ -120,7 +133,7 @@ __device__ __forceinline__ void finish_tile(const MatmulGroup& group, int64_t ti
       for (int s = 0; s < block_splits; ++s) {
         sum += __ldcg(&tile_partials[s * (kMaxRows * kTileN) + t]);
       }
-      if (write) a.y[xr * a.y_stride + n] = epilogue(a, xr, n, sum);
+      store(sum);
       if (t == 0) tickets[tile] = 0;
     }
   }
