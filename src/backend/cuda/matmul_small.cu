@@ -66,7 +66,8 @@ __device__ __forceinline__ void mma_piece(float (&acc)[4], const uint4& p, const
 // A warp's sequence of weight chunks: chunk i of each of the block's tiles in turn (chunks
 // first, first + splits, ... of the tile's K), copied into the warp's ring of kStages chunks.
 // Lane l copies 16 bytes of rows l / 8, 4 + l / 8, 8 + l / 8 and 12 + l / 8 (each row's 128
-// bytes by 8 lanes: whole cache lines).
+// bytes by 8 lanes: whole cache lines). kPair: a gate/up pair group.
+template <bool kPair>
 struct ChunkStream {
   int64_t tile, i, mine;
   const char* row[4];
@@ -74,15 +75,14 @@ struct ChunkStream {
   int64_t k_first, k_step, k;  // k of chunk i = (k_first + i * k_step) * kChunkK
   __device__ __forceinline__ void seek(const MatmulGroup& group, int64_t tiles) {
     if (tile >= tiles) return;
-    const TileSpot spot = find_tile(group, tile);
+    const TileSpot spot = find_tile<kPair>(group, tile);
     const int lane = threadIdx.x % 32;
 #pragma unroll
     for (int r = 0; r < 4; ++r) {
       // Weight row r * 4 + lane / 8 of the tile; of a gate/up pair, rows 0-7 are gate's and
       // rows 8-15 up's, both from output column spot.n0.
-      const bool pair = group.gate_up_pair;
-      const MatmulArgs& a = group.part[pair ? r / 2 : spot.part];
-      const int64_t n = spot.n0 + (pair ? (r % 2) * 4 : r * 4) + lane / 8;
+      const MatmulArgs& a = group.part[kPair ? r / 2 : spot.part];
+      const int64_t n = spot.n0 + (kPair ? (r % 2) * 4 : r * 4) + lane / 8;
       ok[r] = n < a.n;
       row[r] = static_cast<const char*>(a.w) + (ok[r] ? n : 0) * a.w_stride * 2;
     }
@@ -115,8 +115,8 @@ struct ChunkStream {
 // Each warp streams its chunks through a ring of kStages chunks in shared memory (copies issued
 // kStages - 1 chunks ahead, across tile boundaries, and before waiting for the previous kernel),
 // multiplies each chunk with mma, and the warps' sums are added in warp order per tile.
-// kTwoTiles: rows 9 to 16 as well.
-template <bool kTwoTiles>
+// kTwoTiles: rows 9 to 16 as well. kPair: a gate/up pair group.
+template <bool kTwoTiles, bool kPair>
 __global__ void __launch_bounds__(kWarps * 32, 2)
     small_mma_kernel(MatmulGroup group, int block_splits, float* partials, unsigned* tickets) {
   extern __shared__ __align__(128) unsigned char rings[];
@@ -134,7 +134,7 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
   const uint32_t ring = static_cast<uint32_t>(__cvta_generic_to_shared(rings)) +
                         static_cast<uint32_t>(warp * kStages * kChunkBytes);
 
-  ChunkStream stream;
+  ChunkStream<kPair> stream;
   stream.tile = blockIdx.x;
   stream.i = 0;
   stream.mine = mine;
@@ -193,8 +193,8 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
       xs = next_xs;
       stage = stage + 1 == kStages ? 0 : stage + 1;
     }
-    finish_tile<kTwoTiles>(group, tile, acc0, acc1, reduce, last_block, block_splits, partials,
-                           tickets);
+    finish_tile<kTwoTiles, kPair>(group, tile, acc0, acc1, reduce, last_block, block_splits,
+                                  partials, tickets);
   }
   asm volatile("cp.async.wait_all;" ::: "memory");  // no copy may outlive the block
 }
@@ -293,7 +293,8 @@ void matmul_small(const MatmulGroup& group, const SmallMatmulPlan& plan,
     Launch launch(dim3(static_cast<unsigned>(plan.grid_x), plan.block_splits), dim3(kWarps * 32),
                   kSharedBytes, stream);
     static const bool configured = [] {  // rings past the default 48 KB of shared memory
-      for (auto kernel : {small_mma_kernel<true>, small_mma_kernel<false>}) {
+      for (auto kernel : {small_mma_kernel<true, false>, small_mma_kernel<false, false>,
+                          small_mma_kernel<true, true>, small_mma_kernel<false, true>}) {
         check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                    kSharedBytes),
               "cudaFuncSetAttribute(small_mma_kernel)");
@@ -301,7 +302,10 @@ void matmul_small(const MatmulGroup& group, const SmallMatmulPlan& plan,
       return true;
     }();
     (void)configured;
-    auto kernel = group.part[0].m > 8 ? small_mma_kernel<true> : small_mma_kernel<false>;
+    const bool two = group.part[0].m > 8;
+    auto kernel = group.gate_up_pair
+                      ? (two ? small_mma_kernel<true, true> : small_mma_kernel<false, true>)
+                      : (two ? small_mma_kernel<true, false> : small_mma_kernel<false, false>);
     check(cudaLaunchKernelEx(&launch.config, kernel, group, plan.block_splits, scratch.partials,
                              scratch.tickets),
           "small_mma_kernel");

@@ -64,8 +64,11 @@ struct TileSpot {
   int part;
   int64_t n0;
 };
+// kPair: a gate/up pair group (MatmulGroup::gate_up_pair), whose tile t writes part 0's output
+// columns from 8t.
+template <bool kPair = false>
 __device__ __forceinline__ TileSpot find_tile(const MatmulGroup& group, int64_t tile) {
-  if (group.gate_up_pair) return {0, tile * (kTileN / 2)};  // output columns of part 0's y
+  if constexpr (kPair) return {0, tile * (kTileN / 2)};
   int p = 0;
   while (tile >= group.tile_end[p]) ++p;
   return {p, (tile - (p == 0 ? 0 : group.tile_end[p - 1])) * kTileN};
@@ -75,7 +78,7 @@ __device__ __forceinline__ TileSpot find_tile(const MatmulGroup& group, int64_t 
 // order; when several blocks share the tile (block_splits > 1), each publishes its sum and the
 // last to finish adds them in split order. Then bias, accumulate and the store into y. Called by
 // the whole block; `reduce` and `last_block` are the block's shared scratch.
-template <bool kTwoTiles>
+template <bool kTwoTiles, bool kPair = false>
 __device__ __forceinline__ void finish_tile(const MatmulGroup& group, int64_t tile,
                                             const float (&acc0)[4], const float (&acc1)[4],
                                             float (&reduce)[kWarps][kMaxRows][kTileN],
@@ -86,7 +89,7 @@ __device__ __forceinline__ void finish_tile(const MatmulGroup& group, int64_t ti
   const int64_t split = blockIdx.y;
   const int t = threadIdx.x;  // one (x row, column) per thread, 16 x 16
   const int xr = t / kTileN, col = t % kTileN;
-  const TileSpot spot = find_tile(group, tile);
+  const TileSpot spot = find_tile<kPair>(group, tile);
   const MatmulArgs& a = group.part[spot.part];
   const int64_t n = spot.n0 + col;
 
@@ -103,13 +106,11 @@ __device__ __forceinline__ void finish_tile(const MatmulGroup& group, int64_t ti
   for (int i = 0; i < kWarps; ++i) v += reduce[i][xr][col];
   // A gate/up pair: the thread of gate column col takes the up value of column col + 8 (in its
   // warp) and writes act(gate) * up to column n0 + col.
-  const bool pair = group.gate_up_pair;
-  const int64_t pair_n = spot.n0 + col;
-  const bool write = pair ? xr < a.m && col < kTileN / 2 && pair_n < a.n : xr < a.m && n < a.n;
+  const bool write = kPair ? xr < a.m && col < kTileN / 2 && n < a.n : xr < a.m && n < a.n;
   auto store = [&](float value) {
-    if (pair) {
+    if constexpr (kPair) {
       const float up = __shfl_down_sync(0xffffffffu, value, kTileN / 2);
-      if (write) a.y[xr * a.y_stride + pair_n] = gated(group.pair_act, value, up);
+      if (write) a.y[xr * a.y_stride + n] = gated(group.pair_act, value, up);
     } else if (write) {
       a.y[xr * a.y_stride + n] = epilogue(a, xr, n, value);
     }
