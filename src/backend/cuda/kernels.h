@@ -62,9 +62,9 @@ struct MatmulGroup {
   bool gate_up_pair = false;
   Activation pair_act = Activation::kSilu;
 };
-// The gate/up pair group of x · w_gateᵀ and x · w_upᵀ into `out`, or count == 0 where the
-// small-M bf16 tensor-core kernel does not take it (the caller runs the products and the
-// activation separately).
+// The gate/up pair group of the products `gate` and `up` (x · w_gateᵀ, x · w_upᵀ), writing
+// act(gate) * up into gate.y; count == 0 where the small-M bf16 tensor-core kernel does not take
+// it (the caller runs the products and the activation separately).
 MatmulGroup gate_up_pair_group(Activation act, const MatmulArgs& gate, const MatmulArgs& up);
 
 // How the small-M kernel splits a group; depends on the weights' shapes and the GPU only.

@@ -76,8 +76,9 @@ __device__ __forceinline__ TileSpot find_tile(const MatmulGroup& group, int64_t 
 
 // The end of a tile: acc0 (x rows 0-7) and acc1 (rows 8-15) of every warp are added in warp
 // order; when several blocks share the tile (block_splits > 1), each publishes its sum and the
-// last to finish adds them in split order. Then bias, accumulate and the store into y. Called by
-// the whole block; `reduce` and `last_block` are the block's shared scratch.
+// last to finish adds them in split order. Then bias, accumulate and the store into y (kPair:
+// act(gate) * up instead). Called by the whole block; `reduce` and `last_block` are the block's
+// shared scratch.
 template <bool kTwoTiles, bool kPair = false>
 __device__ __forceinline__ void finish_tile(const MatmulGroup& group, int64_t tile,
                                             const float (&acc0)[4], const float (&acc1)[4],
