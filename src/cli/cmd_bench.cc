@@ -113,23 +113,18 @@ std::vector<std::string> split_modes(const std::string& text) {
   return modes;
 }
 
-// Median time of `reps` forwards of `rows` rows continuing `prompt` (the cache holds it).
-double time_forward(LoadedModel& m, const std::vector<int32_t>& prompt, int rows, int reps) {
+// Seconds of one forward of `rows` rows continuing `prompt` (the cache holds it).
+double time_forward(LoadedModel& m, const std::vector<int32_t>& prompt, int rows) {
   std::vector<int32_t> tokens(rows), positions(rows);
   for (int i = 0; i < rows; ++i) {
     tokens[i] = prompt[i % prompt.size()];
     positions[i] = static_cast<int32_t>(prompt.size()) + i;
   }
-  std::vector<double> times;
-  for (int r = 0; r < reps; ++r) {
-    ForwardBatch batch{rows, tokens.data(), positions.data()};
-    double start = now_seconds();
-    m.model->forward(batch, *m.kv);
-    m.backend->synchronize();
-    times.push_back(now_seconds() - start);
-  }
-  std::sort(times.begin(), times.end());
-  return times[times.size() / 2];
+  ForwardBatch batch{rows, tokens.data(), positions.data()};
+  const double start = now_seconds();
+  m.model->forward(batch, *m.kv);
+  m.backend->synchronize();
+  return now_seconds() - start;
 }
 
 // Verifying k + 1 = 5 and 9 rows against one decode step (forwards continuing `prompt`). The three
@@ -144,9 +139,9 @@ struct VerifyCosts {
 VerifyCosts time_verification(LoadedModel& m, const std::vector<int32_t>& prompt, int rounds) {
   std::vector<double> one, five, nine;
   for (int r = 0; r < rounds; ++r) {
-    const double t1 = time_forward(m, prompt, 1, 1);
-    five.push_back(time_forward(m, prompt, 5, 1) / t1);
-    nine.push_back(time_forward(m, prompt, 9, 1) / t1);
+    const double t1 = time_forward(m, prompt, 1);
+    five.push_back(time_forward(m, prompt, 5) / t1);
+    nine.push_back(time_forward(m, prompt, 9) / t1);
     one.push_back(t1);
   }
   auto median = [](std::vector<double>& v) {
@@ -313,7 +308,7 @@ void run_bench(BenchOptions& o) {
   if (host) {
     const PairedRoofline paired =
         measure_paired_roofline(target.model->weights(), target.config.tie_word_embeddings, threads,
-                                token_bytes, [&] { time_forward(target, prompts[0], 1, 1); });
+                                token_bytes, [&] { time_forward(target, prompts[0], 1); });
     bandwidth = paired.bandwidth;
     roofline_fraction = paired.fraction;
   } else {

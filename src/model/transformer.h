@@ -63,8 +63,8 @@ class Transformer {
 
   // Runs a prompt chunk, then one forward of each shape, on slot `slot` of `kv` (token 0 at
   // positions 0, 1, ...), so that a backend that records forwards (Backend::records_forwards)
-  // records each shape on its second run, before decoding needs it. Shapes longer than the cache are skipped. The slot
-  // must be free: its entries are overwritten and its length is left at 0.
+  // records each shape on its second run, before decoding needs it. Shapes longer than the cache
+  // are skipped. The slot must be free: its entries are overwritten and its length is left at 0.
   void run_shapes(std::span<const ForwardShape> shapes, KvCache& kv, int slot = 0);
 
  private:

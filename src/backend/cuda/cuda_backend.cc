@@ -365,7 +365,6 @@ bool CudaBackend::gate_up_act(Activation act, const Tensor& x, const Tensor& w_g
   // bf16 with few rows: the small-M kernel multiplies 8 gate rows and the 8 matching up rows in
   // one tile and writes act(gate) * up as the tile finishes, which saves the silu_mul kernel.
   if (!fuse_gate_ || x.rows == 0 || x.rows > kSmallBatch) return false;
-  if (w_gate.dtype != DType::kBF16 || w_up.dtype != DType::kBF16) return false;
   const MatmulPart parts[] = {{&w_gate, nullptr, &gate}, {&w_up, nullptr, &gate}};
   const cuda::MatmulGroup separate = make_group(x, parts, false);
   const cuda::MatmulGroup pair = cuda::gate_up_pair_group(act, separate.part[0], separate.part[1]);
