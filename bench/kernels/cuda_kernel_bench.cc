@@ -108,6 +108,7 @@ void bench_matmuls(Backend& b, double bandwidth, DType dtype) {
   };
   const Shape shapes[] = {{"wq/wo 4096x4096", 4096, 4096},
                           {"wk/wv 1024x4096", 1024, 4096},
+                          {"q/k/v 6144x4096", 6144, 4096},
                           {"gate/up 14336x4096", 14336, 4096},
                           {"down 4096x14336", 4096, 14336},
                           {"lm_head 128256x4096", 128256, 4096}};
