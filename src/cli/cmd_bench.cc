@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "cli/bench_concurrent.h"
+#include "cli/bench_plot.h"
 #include "cli/bench_prompts.h"
 #include "cli/cli_options.h"
 #include "cli/commands.h"
@@ -45,6 +46,7 @@ struct BenchOptions {
   int concurrency = 0;  // > 0: prompts through the batch engine, this many together
   bool json = false;
   std::string out;
+  std::string plot;  // SVG charts of the results
 };
 
 // One row of the table: a mode's totals over all prompts.
@@ -163,11 +165,22 @@ void accumulate(ModeResult& r, const GenerationStats& s) {
   r.total.verify_seconds += s.verify_seconds;
   r.total.sample_seconds += s.sample_seconds;
   r.decode_tokens += s.generated_tokens - 1;
+  std::vector<int>&drafted = r.total.drafted_at, &accepted = r.total.accepted_at;
+  drafted.resize(std::max(drafted.size(), s.drafted_at.size()));
+  accepted.resize(drafted.size());
+  for (size_t i = 0; i < s.drafted_at.size(); ++i) {
+    drafted[i] += s.drafted_at[i];
+    accepted[i] += s.accepted_at[i];
+  }
 }
 
 OJson mode_json(const ModeResult& r, double plain_tok_s) {
   const GenerationStats& t = r.total;
   const double decode = r.fraction_base();
+  OJson by_position = OJson::array();  // positions 1, 2, ... while any draft reached them
+  for (size_t i = 1; i < t.drafted_at.size() && t.drafted_at[i] > 0; ++i) {
+    by_position.push_back(static_cast<double>(t.accepted_at[i]) / t.drafted_at[i]);
+  }
   return {{"mode", r.mode},
           {"decode_tok_s", r.tok_s()},
           {"speedup", plain_tok_s > 0 ? r.tok_s() / plain_tok_s : 0},
@@ -178,12 +191,22 @@ OJson mode_json(const ModeResult& r, double plain_tok_s) {
           {"draft_fraction", t.draft_seconds / decode},
           {"verify_fraction", t.verify_seconds / decode},
           {"sample_fraction", t.sample_seconds / decode},
+          {"acceptance_rate_by_position", by_position},
           {"identical_to_plain", r.identical},
           {"prefill_tok_s", t.prefill_seconds > 0 ? t.prompt_tokens / t.prefill_seconds : 0}};
 }
 
+// Fails now, not after the run, when `path` (if given) cannot be written.
+void check_writable(const std::string& path) {
+  if (path.empty()) return;
+  std::ofstream file(path, std::ios::app);
+  SPECD_CHECK(file.good(), "cannot write {}", path);
+}
+
 void run_bench(BenchOptions& o) {
   SPECD_CHECK(o.prompt_len >= 1 && o.gen_len >= 2, "need --prompt-len >= 1 and --gen-len >= 2");
+  check_writable(o.out);
+  check_writable(o.plot);
   SPECD_CHECK(o.concurrency >= 0 && o.concurrency <= 256, "--concurrency must be 0 to 256");
   o.load.slots = std::max(1, o.concurrency);
   const int default_prompts = std::max(4, 4 * o.concurrency);  // random prompts
@@ -369,6 +392,11 @@ void run_bench(BenchOptions& o) {
     SPECD_CHECK(file.good(), "cannot write {}", o.out);
     file << out.dump(2) << "\n";
   }
+  if (!o.plot.empty()) {
+    std::ofstream file(o.plot);
+    SPECD_CHECK(file.good(), "cannot write {}", o.plot);
+    file << bench_plot_svg(out);
+  }
   if (o.json) {
     std::printf("%s\n", out.dump(2).c_str());
     return;
@@ -433,6 +461,9 @@ void register_bench_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_flag("--json", options->json, "Print the results as JSON");
   cmd->add_option("-o,--out", options->out, "Also write the JSON results to this file");
+  cmd->add_option("--plot", options->plot,
+                  "Also draw the results as an SVG file: tok/s of each mode against the roofline, "
+                  "acceptance rate by draft position");
   cmd->callback([options] { run_bench(*options); });
 }
 

@@ -118,14 +118,20 @@ fi
 # bench one prompt at a time, the modes taking turns on each prompt: the oracle drafts each
 # prompt's plain output, and every mode's output (none and the four) equals plain decoding.
 out=$("$specd" bench -m "$target" --draft "$src/models/pycoder-draft" --num-prompts 3 \
-  --prompt-len 6 --gen-len 12 --modes oracle@4,draft,ngram,draft@2 --json 2>&1)
+  --prompt-len 6 --gen-len 12 --modes oracle@4,draft,ngram,draft@2 --json \
+  --plot "$work/b.svg" 2>&1)
 if [ "$(grep -c '"identical_to_plain": true' <<<"$out")" -eq 5 ] &&
-  grep -q '"mode": "oracle@4"' <<<"$out"; then
+  grep -q '"mode": "oracle@4"' <<<"$out" &&
+  grep -q '"acceptance_rate_by_position": \[' <<<"$out" &&
+  [ "$(grep -c 'class="bar"' "$work/b.svg")" -eq 5 ] && grep -q '</svg>' "$work/b.svg"; then
   passes=$((passes + 1))
 else
   echo "FAIL bench_modes_interleaved: $out"
   failures=$((failures + 1))
 fi
+
+expect_error bench_plot_unwritable "cannot write $work/missing/b.svg" \
+  bench -m "$fixture" --modes none --plot "$work/missing/b.svg"
 
 # SentencePiece-style GGUF tokenizer (Gemma layout) without a chat template.
 gemma=$src/tests/data/gguf/spm_gemma.gguf
