@@ -19,6 +19,7 @@
 #include "cli/model_loader.h"
 #include "cli/prompt_source.h"
 #include "cli/spec_options.h"
+#include "cli/stats_json.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "core/timer.h"
@@ -177,10 +178,6 @@ void accumulate(ModeResult& r, const GenerationStats& s) {
 OJson mode_json(const ModeResult& r, double plain_tok_s) {
   const GenerationStats& t = r.total;
   const double decode = r.fraction_base();
-  OJson by_position = OJson::array();  // positions 1, 2, ... while any draft reached them
-  for (size_t i = 1; i < t.drafted_at.size() && t.drafted_at[i] > 0; ++i) {
-    by_position.push_back(static_cast<double>(t.accepted_at[i]) / t.drafted_at[i]);
-  }
   return {{"mode", r.mode},
           {"decode_tok_s", r.tok_s()},
           {"speedup", plain_tok_s > 0 ? r.tok_s() / plain_tok_s : 0},
@@ -191,7 +188,7 @@ OJson mode_json(const ModeResult& r, double plain_tok_s) {
           {"draft_fraction", t.draft_seconds / decode},
           {"verify_fraction", t.verify_seconds / decode},
           {"sample_fraction", t.sample_seconds / decode},
-          {"acceptance_rate_by_position", by_position},
+          {"acceptance_rate_by_position", acceptance_by_position(t)},
           {"identical_to_plain", r.identical},
           {"prefill_tok_s", t.prefill_seconds > 0 ? t.prompt_tokens / t.prefill_seconds : 0}};
 }
