@@ -82,7 +82,8 @@ if has bench; then
     build-gpu/tools/make_random_model --preset llama-3.1-8b -o "$models/llama-3.1-8b"
   # Decode vs roofline, verification cost, oracle speculation: 128-token prompts, 256 tokens.
   "$bin" bench -m "$models/llama-3.1-8b" --device cuda --prompt-len 128 --gen-len 256 \
-    --num-prompts 2 --modes oracle@4,oracle@8 -o "$out/cuda_llama-3.1-8b-random_$date.json"
+    --num-prompts 2 --modes oracle@4,oracle@8 -o "$out/cuda_llama-3.1-8b-random_$date.json" \
+    --plot "$out/cuda_llama-3.1-8b-random_$date.svg"
   # Sampled decoding (T = 0.8): tokens drawn on the device, then (SPECD_CUDA_SAMPLING=0) on the
   # host from copied logits.
   for sampling in 1 0; do
