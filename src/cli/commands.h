@@ -12,6 +12,7 @@ void register_eval_logits_command(CLI::App& app);
 void register_perplexity_command(CLI::App& app);
 void register_info_command(CLI::App& app);
 void register_bench_command(CLI::App& app);
+void register_plot_command(CLI::App& app);
 void register_tokenize_commands(CLI::App& app);  // tokenize, detokenize
 void register_render_chat_command(CLI::App& app);
 void register_serve_command(CLI::App& app);

@@ -14,6 +14,7 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", std::string("specd ") + SPECD_VERSION);
   specd::cli::register_generate_command(app);
   specd::cli::register_bench_command(app);
+  specd::cli::register_plot_command(app);
   specd::cli::register_info_command(app);
   specd::cli::register_eval_logits_command(app);
   specd::cli::register_perplexity_command(app);

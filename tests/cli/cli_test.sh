@@ -119,7 +119,7 @@ fi
 # prompt's plain output, and every mode's output (none and the four) equals plain decoding.
 out=$("$specd" bench -m "$target" --draft "$src/models/pycoder-draft" --num-prompts 3 \
   --prompt-len 6 --gen-len 12 --modes oracle@4,draft,ngram,draft@2 --json \
-  --plot "$work/b.svg" 2>&1)
+  --plot "$work/b.svg" -o "$work/b.json" 2>&1)
 if [ "$(grep -c '"identical_to_plain": true' <<<"$out")" -eq 5 ] &&
   grep -q '"mode": "oracle@4"' <<<"$out" &&
   grep -q '"acceptance_rate_by_position": \[' <<<"$out" &&
@@ -130,6 +130,17 @@ else
   failures=$((failures + 1))
 fi
 
+# specd plot draws a saved result exactly as bench --plot drew it.
+expect_ok plot_saved "wrote $work/c.svg" plot "$work/b.json" -o "$work/c.svg"
+if cmp -s "$work/b.svg" "$work/c.svg"; then
+  passes=$((passes + 1))
+else
+  echo "FAIL plot_equals_bench_plot"
+  failures=$((failures + 1))
+fi
+echo '{"modes": "none"}' >"$work/not_bench.json"
+expect_error plot_not_bench "not a specd bench result" plot "$work/not_bench.json" -o "$work/d.svg"
+expect_error plot_bad_json "invalid JSON" plot "$src/README.md" -o "$work/d.svg"
 expect_error bench_plot_unwritable "cannot write $work/missing/b.svg" \
   bench -m "$fixture" --modes none --plot "$work/missing/b.svg"
 
