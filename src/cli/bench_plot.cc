@@ -181,6 +181,13 @@ std::string bench_plot_svg(const OJson& result) {
                "{}, {} prompts x {} tokens, T={:.2f}, {}, commit {}", text_of(result, "backend"),
                text_of(result, "num_prompts"), text_of(result, "generated_tokens_per_prompt"),
                number(result, "temperature"), text_of(result, "date"), text_of(result, "commit")));
+  y += 16;
+  body += text(
+      10, y,
+      fmt::format("decode at {:.1f}% of the roofline; verifying 5 / 9 rows costs "
+                  "{:.2f}x / {:.2f}x a decode step",
+                  100 * number(result, "decode_roofline_fraction"),
+                  number(result, "verify5_over_decode1"), number(result, "verify9_over_decode1")));
   y += 30;
   body += speed_chart(result, modes, &y);
   body += acceptance_chart(modes, &y);

@@ -63,6 +63,9 @@ OJson sample_result() {
           {"generated_tokens_per_prompt", 128},
           {"temperature", 0.0},
           {"decode_roofline_tok_s", 1000.0},
+          {"decode_roofline_fraction", 0.5},
+          {"verify5_over_decode1", 1.25},
+          {"verify9_over_decode1", 1.5},
           {"modes",
            {mode("none", 500, 1, 0, {}), mode("draft@4", 800, 1.6, 0.25, {1.0, 0.75, 0.5, 0.0}),
             mode("ngram", 400, 0.8, 0.05, {0.5, 0.25})}}};
@@ -87,6 +90,8 @@ TEST(BenchPlot, BarsRooflineAndDraftShareShareOneScale) {
   EXPECT_NEAR(drafts[1], 0.05 * 132.0, 0.1);
   EXPECT_NE(svg.find("800.0 tok/s, 1.60x, accept 3.50"), std::string::npos);
   EXPECT_NE(svg.find("pycoder-target (Qwen3ForCausalLM) on AMD EPYC"), std::string::npos);
+  EXPECT_NE(svg.find("decode at 50.0% of the roofline; verifying 5 / 9 rows costs 1.25x / 1.50x"),
+            std::string::npos);
   EXPECT_EQ(svg.find("NOT IDENTICAL"), std::string::npos);
 }
 
