@@ -57,10 +57,12 @@ std::string rect(double x, double y, double w, double h, const char* fill, const
       cls, x, y, std::max(0.0, w), h, fill);
 }
 
-// Decode speed of every mode as bars (the draft's share of the time in orange), the roofline as
-// a dashed line. Returns the SVG and advances *y past it.
+// Decode speed of every mode as bars (the draft's share of the time in orange), the roofline of
+// one sequence's decoding as a dashed line. Returns the SVG and advances *y past it.
 std::string speed_chart(const OJson& result, const OJson& modes, double* y) {
-  const double roofline = number(result, "decode_roofline_tok_s");
+  // Concurrent runs report aggregate tok/s, which one sequence's roofline does not bound.
+  const double roofline =
+      number(result, "concurrency") > 0 ? 0 : number(result, "decode_roofline_tok_s");
   double top = roofline;
   for (const OJson& m : modes) top = std::max(top, number(m, "decode_tok_s"));
   const double scale = top > 0 ? kBarSpan / top : 0;

@@ -95,6 +95,15 @@ TEST(BenchPlot, BarsRooflineAndDraftShareShareOneScale) {
   EXPECT_EQ(svg.find("NOT IDENTICAL"), std::string::npos);
 }
 
+TEST(BenchPlot, ConcurrentRunsHaveNoRoofline) {
+  OJson result = sample_result();
+  result["concurrency"] = 8;
+  const std::string svg = bench_plot_svg(result);
+  EXPECT_TRUE(attributes(svg, "roofline", "x1").empty());
+  // The longest bar (draft@4, 800 tok/s) now spans the full 330 units.
+  EXPECT_NEAR(numbers(attributes(svg, "bar", "width"))[1], 330.0, 0.1);
+}
+
 TEST(BenchPlot, AcceptanceLinesPassThroughTheirRates) {
   const std::string svg = bench_plot_svg(sample_result());
   const std::vector<std::string> lines = attributes(svg, "acceptance", "points");
