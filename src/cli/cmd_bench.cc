@@ -384,16 +384,8 @@ void run_bench(BenchOptions& o) {
       {"weights_plus_kv_bytes", weights + kv},
       {"rss_over_weights_plus_kv", rss / (weights + kv)},
       {"modes", modes_json}};
-  if (!o.out.empty()) {
-    std::ofstream file(o.out);
-    SPECD_CHECK(file.good(), "cannot write {}", o.out);
-    file << out.dump(2) << "\n";
-  }
-  if (!o.plot.empty()) {
-    std::ofstream file(o.plot);
-    SPECD_CHECK(file.good(), "cannot write {}", o.plot);
-    file << bench_plot_svg(out);
-  }
+  if (!o.out.empty()) write_text_file(o.out, out.dump(2) + "\n");
+  if (!o.plot.empty()) write_text_file(o.plot, bench_plot_svg(out));
   if (o.json) {
     std::printf("%s\n", out.dump(2).c_str());
     return;

@@ -1,6 +1,5 @@
 // `specd plot`: draws a saved `specd bench` result (its --json or -o output) as an SVG file.
 #include <cstdio>
-#include <fstream>
 #include <memory>
 #include <string>
 
@@ -8,6 +7,7 @@
 #include "cli/bench_plot.h"
 #include "cli/commands.h"
 #include "core/error.h"
+#include "io/mapped_file.h"
 
 namespace specd::cli {
 
@@ -35,12 +35,7 @@ const OrderedJson& bench_result(const OrderedJson& doc, const std::string& file)
 
 void run_plot(const PlotOptions& o) {
   const OrderedJson doc = read_ordered_json_file(o.input);
-  const std::string svg = bench_plot_svg(bench_result(doc, o.input));
-  std::ofstream file(o.out);
-  SPECD_CHECK(file.good(), "cannot write {}", o.out);
-  file << svg;
-  file.close();
-  SPECD_CHECK(file.good(), "cannot write {}", o.out);
+  write_text_file(o.out, bench_plot_svg(bench_result(doc, o.input)));
   std::fprintf(stderr, "wrote %s\n", o.out.c_str());
 }
 

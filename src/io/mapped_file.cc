@@ -56,6 +56,14 @@ std::string read_text_file(const std::string& path) {
   return buffer.str();
 }
 
+void write_text_file(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary);
+  SPECD_CHECK(out.good(), "cannot write {}", path);
+  out << text;
+  out.close();
+  SPECD_CHECK(out.good(), "cannot write {}", path);
+}
+
 bool file_exists(const std::string& path) {
   struct stat info {};
   return ::stat(path.c_str(), &info) == 0 && S_ISREG(info.st_mode);

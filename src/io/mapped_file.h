@@ -29,6 +29,8 @@ class MappedFile {
 
 // Reads a whole (small) file into a string; throws specd::Error if it cannot be read.
 std::string read_text_file(const std::string& path);
+// Writes `text` as the whole file at `path`; throws specd::Error if it cannot be written.
+void write_text_file(const std::string& path, const std::string& text);
 bool file_exists(const std::string& path);
 
 }  // namespace specd
