@@ -88,7 +88,7 @@ TEST_F(ServerTest, CompletionUsageStatsAndStreamingAgree) {
       finish = chunk["choices"][0]["finish_reason"];
   }
   EXPECT_EQ(streamed, text);
-  EXPECT_EQ(finish, whole["choices"][0]["finish_reason"]);
+  EXPECT_EQ(finish, whole["choices"][0]["finish_reason"].get<std::string>());
   EXPECT_EQ(usage, whole["usage"]);
 
   // Chat through the fixture template, with logprobs.
