@@ -173,8 +173,12 @@ Tensor CudaBackend::place_weight(const Tensor& host, DeviceBuffer* storage) {
     cuda::split_int_rows(host.data, host.dtype, host.rows, host.stride, split.data());
     bytes = split.data();
   }
-  check(cudaMemcpy(storage->data(), bytes, host.bytes(), cudaMemcpyHostToDevice),
-        "cudaMemcpy (weights)");
+  // On the backend's stream, so that kernels queued after it read the whole weight: cudaMemcpy
+  // on the legacy default stream is not ordered with this (non-blocking) stream, and from
+  // pageable memory it returns before its DMA has finished. Synchronised, as `split` dies here.
+  check(cudaMemcpyAsync(storage->data(), bytes, host.bytes(), cudaMemcpyHostToDevice, stream_),
+        "cudaMemcpyAsync (weights)");
+  check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
   Tensor out = host;
   out.data = storage->data();
   out.device = device();
