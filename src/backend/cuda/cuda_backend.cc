@@ -19,6 +19,12 @@ namespace {
 
 using cuda::check;
 
+// A switch that is on unless the environment sets it to "0" (to measure without a feature).
+bool env_switch(const char* name) {
+  const char* value = std::getenv(name);
+  return value == nullptr || std::strcmp(value, "0") != 0;
+}
+
 // Weights in a quantised format with CUDA kernels: int8/int4 or GGUF blocks.
 bool quant_kernel_dtype(DType dtype) {
   return cuda::int_quant_dtype(dtype) || cuda::block_quant_dtype(dtype);
@@ -84,19 +90,13 @@ CudaBackend::CudaBackend(int device_index) : index_(device_index) {
   cudaStream_t stream = nullptr;
   check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
   stream_ = stream;
-  const char* graphs = std::getenv("SPECD_CUDA_GRAPHS");
-  graphs_ = graphs == nullptr || std::strcmp(graphs, "0") != 0;
-  const char* int_mma = std::getenv("SPECD_CUDA_INT_MMA");
-  int_mma_ = int_mma == nullptr || std::strcmp(int_mma, "0") != 0;
-  const char* fuse_gate = std::getenv("SPECD_CUDA_FUSE_GATE");
-  fuse_gate_ = fuse_gate == nullptr || std::strcmp(fuse_gate, "0") != 0;
-  const char* sampling = std::getenv("SPECD_CUDA_SAMPLING");
-  sampling_ = sampling == nullptr || std::strcmp(sampling, "0") != 0;
-  const char* prefill = std::getenv("SPECD_PREFILL_ATTENTION");
-  prefill_attention_ = prefill == nullptr || std::strcmp(prefill, "0") != 0;
+  graphs_ = env_switch("SPECD_CUDA_GRAPHS");
+  int_mma_ = env_switch("SPECD_CUDA_INT_MMA");
+  fuse_gate_ = env_switch("SPECD_CUDA_FUSE_GATE");
+  sampling_ = env_switch("SPECD_CUDA_SAMPLING");
+  prefill_attention_ = env_switch("SPECD_PREFILL_ATTENTION");
 #if SPECD_WITH_CUBLASLT
-  const char* lt = std::getenv("SPECD_CUBLASLT");
-  if (lt == nullptr || std::strcmp(lt, "0") != 0) lt_ = std::make_unique<cuda::LtGemm>();
+  if (env_switch("SPECD_CUBLASLT")) lt_ = std::make_unique<cuda::LtGemm>();
 #endif
 }
 
