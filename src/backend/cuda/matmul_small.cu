@@ -1,16 +1,18 @@
 // Small-M matmul (1 to 16 rows): every weight is read once for all rows, batch-invariant.
 //
-// bf16 weights use tensor cores: a warp multiplies a tile of 16 weight rows by the (up to 16)
-// activation rows with mma.m16n8k16, x split into bf16 hi + lo parts so that the product keeps
-// about 16 bits of x's mantissa. Each output element is an independent dot product inside the
-// mma, padding rows are zeros, and the split of K over warps and blocks depends only on N and K,
-// so a row's bits never depend on how many other rows are in the batch. Partial sums of the
-// warps (and of the blocks sharing a tile) are added in a fixed order.
+// bf16 weights use tensor cores: a warp multiplies the (up to 16) activation rows by a tile of
+// 16 weight rows with mma.m16n8k16, x as the A operand, split into bf16 hi + lo parts so that
+// the product keeps about 16 bits of x's mantissa, and each half of the tile (8 weight rows) as
+// a B operand taken from shared memory as it was copied. Each output element is an independent
+// dot product inside the mma, padding rows are zeros, and the split of K over warps and blocks
+// depends only on N and K, so a row's bits never depend on how many other rows are in the
+// batch. Partial sums of the warps (and of the blocks sharing a tile) are added in a fixed order.
 //
 // Weights stream through a ring of shared memory per warp, copied asynchronously (no registers
 // held) as whole 128-byte lines, kStages - 1 chunks ahead of use, across tile boundaries and
 // already before the kernel waits for its predecessor; x of the next chunk is loaded into
-// registers while this one multiplies.
+// registers while this one multiplies. The step loop advances pointers by fixed strides: it
+// does no index arithmetic per chunk.
 #include <algorithm>
 
 #include "backend/cuda/small_mma.cuh"
@@ -58,28 +60,102 @@ __device__ __forceinline__ uint32_t chunk_offset(int row, int slot) {
   return static_cast<uint32_t>(row * 128 + ((slot ^ ((row & 1) << 2)) << 4));
 }
 
-// acc += W[16 rows, 8 k] · x[8 rows, 8 k]ᵀ for one 8-wide k piece (two mma k-halves, hi and lo).
-// p: weight row g, q: weight row g + 8 (8 bf16 each, at the same k as x).
-__device__ __forceinline__ void mma_piece(float (&acc)[4], const uint4& p, const uint4& q,
-                                          const XPairs& x) {
-  mma_bf16(acc, p.x, q.x, p.y, q.y, x.hi[0], x.hi[1]);
-  mma_bf16(acc, p.x, q.x, p.y, q.y, x.lo[0], x.lo[1]);
-  mma_bf16(acc, p.z, q.z, p.w, q.w, x.hi[2], x.hi[3]);
-  mma_bf16(acc, p.z, q.z, p.w, q.w, x.lo[2], x.lo[3]);
+// The k order inside the mma. Lane (g, c) = (lane / 4, lane % 4) holds, for each half h of a
+// chunk, 8 consecutive k (h * 32 + 8c ... + 7) of weight rows g and g + 8 (16 bytes each, read
+// from shared memory) and of x rows g and g + 8. Its mma k slots 2c, 2c + 1 and 2c + 8, 2c + 9
+// stand for k 8c + 4s ... 8c + 4s + 3 in k16 step s (0, 1) of the half. A and B use the same
+// slots, so every product meets its partner; the mma adds its slots in its own fixed way, the
+// same whatever the row count.
+//
+// Eight x values of one row as bf16 pairs (pair j: k 2j, 2j + 1 of the eight): hi = bf16(x),
+// lo = bf16(x - hi).
+struct XPairs {
+  uint32_t hi[4], lo[4];
+};
+__device__ __forceinline__ uint32_t bf16x2_bits(__nv_bfloat162 v) {
+  return *reinterpret_cast<uint32_t*>(&v);
+}
+__device__ __forceinline__ XPairs split_x(const float4& a, const float4& b) {
+  const float v[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+  XPairs out;
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    const uint32_t hi = bf16x2_bits(__floats2bfloat162_rn(v[2 * j], v[2 * j + 1]));
+    const float back0 = __uint_as_float(hi << 16), back1 = __uint_as_float(hi & 0xFFFF0000u);
+    out.hi[j] = hi;
+    out.lo[j] = bf16x2_bits(__floats2bfloat162_rn(v[2 * j] - back0, v[2 * j + 1] - back1));
+  }
+  return out;
 }
 
-// A warp's sequence of weight chunks: chunk i of each of the block's tiles in turn (chunks
-// first, first + splits, ... of the tile's K), copied into the warp's ring of chunks.
-// Lane l copies 16 bytes of rows l / 8, 4 + l / 8, 8 + l / 8 and 12 + l / 8 (each row's 128
-// bytes by 8 lanes: whole cache lines). kPair: a gate/up pair group.
+// A warp's sums over its chunks of a tile. x is the mma's A operand, the two halves of the
+// tile (weight rows 0-7 and 8-15: p and q) are its B operands. Up to 8 rows, A's rows 0-7 hold
+// x's hi parts and rows 8-15 its lo parts, so that each mma takes both: acc_p[e] (e < 2) is the
+// hi sum and acc_p[e + 2] the lo sum of x row g and weight row 2c + e. With 9 to 16 rows, A's
+// rows are x's rows, hi and lo in two mma: acc_p[e] is the hi sum, lo_p[e] the lo sum, of x row
+// g + 8 (e >= 2). Each output's hi and lo sums see the same mma sequence either way, and are
+// added (hi + lo) at the tile's end: a row's bits do not depend on the row count.
+template <bool kTwoTiles>
+struct WarpSums {
+  float acc_p[4] = {0, 0, 0, 0}, acc_q[4] = {0, 0, 0, 0};
+  float lo_p[kTwoTiles ? 4 : 1] = {}, lo_q[kTwoTiles ? 4 : 1] = {};
+
+  // Adds one half chunk (32 k): x0 and x1 are x rows g and g + 8, p and q the lane's 16 bytes
+  // of weight rows g and g + 8.
+  __device__ __forceinline__ void add(const XPairs& x0, const XPairs& x1, const uint4& p,
+                                      const uint4& q) {
+    const uint32_t pw[4] = {p.x, p.y, p.z, p.w}, qw[4] = {q.x, q.y, q.z, q.w};
+#pragma unroll
+    for (int j = 0; j < 4; j += 2) {
+      if constexpr (kTwoTiles) {
+        mma_bf16(acc_p, x0.hi[j], x1.hi[j], x0.hi[j + 1], x1.hi[j + 1], pw[j], pw[j + 1]);
+        mma_bf16(acc_q, x0.hi[j], x1.hi[j], x0.hi[j + 1], x1.hi[j + 1], qw[j], qw[j + 1]);
+        mma_bf16(lo_p, x0.lo[j], x1.lo[j], x0.lo[j + 1], x1.lo[j + 1], pw[j], pw[j + 1]);
+        mma_bf16(lo_q, x0.lo[j], x1.lo[j], x0.lo[j + 1], x1.lo[j + 1], qw[j], qw[j + 1]);
+      } else {
+        mma_bf16(acc_p, x0.hi[j], x0.lo[j], x0.hi[j + 1], x0.lo[j + 1], pw[j], pw[j + 1]);
+        mma_bf16(acc_q, x0.hi[j], x0.lo[j], x0.hi[j + 1], x0.lo[j + 1], qw[j], qw[j + 1]);
+      }
+    }
+  }
+  // hi + lo per output, in finish_tile's x-as-A layout (weight rows 0-7, 8-15).
+  __device__ __forceinline__ void totals(float (&out_p)[4], float (&out_q)[4]) const {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      if constexpr (kTwoTiles) {
+        out_p[e] = acc_p[e] + lo_p[e];
+        out_q[e] = acc_q[e] + lo_q[e];
+      } else {
+        out_p[e] = e < 2 ? acc_p[e] + acc_p[e + 2] : 0.0f;
+        out_q[e] = e < 2 ? acc_q[e] + acc_q[e + 2] : 0.0f;
+      }
+    }
+  }
+};
+
+// What stays fixed while a warp streams its chunks: the tiles it visits (tile, tile + step, ...
+// below tiles) and, in each, its chunks first, first + splits, ... (`mine` of them).
+struct WarpWalk {
+  int64_t tiles, tile_step;
+  int mine;
+  int k;        // the matmul's K
+  int k_first;  // k of the lane's first 16 bytes of a tile: first * kChunkK + (lane % 8) * 8
+  int k_step;   // k between the lane's chunks: splits * kChunkK
+};
+
+// A warp's weight copies: chunk i of each of its tiles in turn, into its ring. Lane l copies 16
+// bytes of rows l / 8, 4 + l / 8, 8 + l / 8 and 12 + l / 8 (each row's 128 bytes by 8 lanes:
+// whole cache lines). kPair: a gate/up pair group.
 template <bool kPair>
 struct ChunkStream {
-  int64_t tile, i, mine;
-  const char* row[4];
-  bool ok[4];
-  int64_t k_first, k_step, k;  // k of chunk i = (k_first + i * k_step) * kChunkK
-  __device__ __forceinline__ void seek(const MatmulGroup& group, int64_t tiles) {
-    if (tile >= tiles) return;
+  const char* src[4];  // the lane's next 16 bytes of its four rows
+  bool row_ok[4];      // false past the matrix's last row (zero-filled)
+  int64_t tile;        // the tile being copied; done at walk.tiles
+  int i;               // its chunks copied so far
+  int kk;              // k of the lane's next 16 bytes
+  __device__ __forceinline__ void seek(const MatmulGroup& group, const WarpWalk& walk) {
+    kk = walk.k_first;
+    if (tile >= walk.tiles) return;
     const TileSpot spot = find_tile<kPair>(group, tile);
     const int lane = threadIdx.x % 32;
 #pragma unroll
@@ -88,28 +164,26 @@ struct ChunkStream {
       // rows 8-15 up's, both from output column spot.n0.
       const MatmulArgs& a = group.part[kPair ? r / 2 : spot.part];
       const int64_t n = spot.n0 + (kPair ? (r % 2) * 4 : r * 4) + lane / 8;
-      ok[r] = n < a.n;
-      row[r] = static_cast<const char*>(a.w) + (ok[r] ? n : 0) * a.w_stride * 2;
+      row_ok[r] = n < a.n;
+      src[r] = static_cast<const char*>(a.w) + ((row_ok[r] ? n : 0) * a.w_stride + kk) * 2;
     }
   }
-  // Copies the next chunk into `stage` (shared address); commits a group either way, so that
-  // the count of groups stays in step with the chunks.
-  __device__ __forceinline__ void issue(uint32_t stage, const MatmulGroup& group, int64_t tiles,
-                                        int64_t tile_step) {
-    if (tile < tiles && mine > 0) {
-      const int lane = threadIdx.x % 32;
-      const int64_t kk = (k_first + i * k_step) * kChunkK + (lane % 8) * 8;
-      const bool in_k = kk < k;
+  // Copies the next chunk to `dst` (the ring slot's address plus the lane's offset); commits a
+  // group either way, so that the count of groups stays in step with the chunks.
+  __device__ __forceinline__ void issue(uint32_t dst, const MatmulGroup& group,
+                                        const WarpWalk& walk) {
+    if (tile < walk.tiles) {
+      const bool in_k = kk < walk.k;
 #pragma unroll
       for (int r = 0; r < 4; ++r) {
-        const bool on = ok[r] && in_k;
-        copy_async16(stage + chunk_offset(r * 4 + lane / 8, lane % 8), row[r] + (on ? kk * 2 : 0),
-                     on ? 16 : 0);
+        copy_async16(dst + r * 4 * 128, src[r], row_ok[r] && in_k ? 16 : 0);
+        src[r] += static_cast<int64_t>(walk.k_step) * 2;
       }
-      if (++i == mine) {
+      kk += walk.k_step;
+      if (++i == walk.mine) {
         i = 0;
-        tile += tile_step;
-        seek(group, tiles);
+        tile += walk.tile_step;
+        seek(group, walk);
       }
     }
     copy_async_commit();
@@ -131,75 +205,96 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
   const MatmulArgs& a0 = group.part[0];  // x, m, k and the weight dtype are shared
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int g = lane >> 2, c = lane & 3;
-  const int64_t split = blockIdx.y;
-  const int64_t tiles = group.tile_end[group.count - 1];
-  const int64_t splits = static_cast<int64_t>(block_splits) * kWarps;
-  const int64_t first = split * kWarps + warp;
-  const int64_t n_chunks = (a0.k + kChunkK - 1) / kChunkK;
-  const int64_t mine = first < n_chunks ? (n_chunks - first + splits - 1) / splits : 0;
+  const int splits = block_splits * kWarps;
+  const int first = static_cast<int>(blockIdx.y) * kWarps + warp;
+  const int n_chunks = static_cast<int>((a0.k + kChunkK - 1) / kChunkK);
+  WarpWalk walk;
+  walk.tiles = group.tile_end[group.count - 1];
+  walk.tile_step = gridDim.x;
+  walk.mine = first < n_chunks ? (n_chunks - first + splits - 1) / splits : 0;
+  walk.k = static_cast<int>(a0.k);
+  walk.k_first = first * kChunkK + (lane % 8) * 8;
+  walk.k_step = splits * kChunkK;
   const uint32_t ring = static_cast<uint32_t>(__cvta_generic_to_shared(rings)) +
                         static_cast<uint32_t>(warp * kStages * kChunkBytes);
+  const uint32_t ring_end = ring + kStages * kChunkBytes;
+  auto next_slot = [&](uint32_t at) {
+    return at + kChunkBytes == ring_end ? ring : at + kChunkBytes;
+  };
 
   ChunkStream<kPair> stream;
-  stream.tile = blockIdx.x;
+  stream.tile = walk.mine > 0 ? static_cast<int64_t>(blockIdx.x) : walk.tiles;
   stream.i = 0;
-  stream.mine = mine;
-  stream.k_first = first;
-  stream.k_step = splits;
-  stream.k = a0.k;
-  stream.seek(group, tiles);
+  stream.seek(group, walk);
+  const uint32_t copy_at = chunk_offset(lane / 8, lane % 8);  // the lane's bytes in a chunk
   // Weights do not depend on the previous kernel: fill the ring before waiting for it.
 #pragma unroll
-  for (int s = 0; s < kStages - 1; ++s) {
-    stream.issue(ring + s * kChunkBytes, group, tiles, gridDim.x);
-  }
+  for (int s = 0; s < kStages - 1; ++s) stream.issue(ring + s * kChunkBytes + copy_at, group, walk);
   wait_for_inputs();
   allow_next_kernel();
-  const float* x0 = a0.x + static_cast<int64_t>(g) * a0.x_stride;
-  const float* x1 = a0.x + static_cast<int64_t>(g + 8) * a0.x_stride;
-  const bool has0 = g < a0.m, has1 = g + 8 < a0.m;
 
-  // x of a chunk (both k halves, both row sets) is loaded one chunk ahead of its use.
+  // x rows g and g + 8 at the lane's k of a chunk's first half (the second is 32 further).
+  const float* x_first = a0.x + static_cast<int64_t>(g) * a0.x_stride + first * kChunkK + c * 8;
+  const int64_t x_row8 = 8 * a0.x_stride;
+  const int kx_first = first * kChunkK + c * 8;
+  const bool has0 = g < a0.m, has1 = g + 8 < a0.m;
   struct ChunkX {
-    XValues x0[2], x1[2];
+    float4 x0[2][2], x1[2][2];  // [half][first / last four]
   };
-  auto load_chunk_x = [&](int64_t i) {
+  auto load_chunk_x = [&](const float* at, int kx) {
     ChunkX out;
-    const int64_t k0 = (first + i * splits) * kChunkK;
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      const int64_t kk = k0 + h * 32 + c * 8;
-      const bool in_k = kk < a0.k;
-      const int64_t at = in_k ? kk : 0;
-      out.x0[h] = load_x(x0 + at, in_k && has0);
-      if constexpr (kTwoTiles) out.x1[h] = load_x(x1 + at, in_k && has1);
+      const bool in_k = kx + h * 32 < walk.k;
+      const float4 zero = make_float4(0, 0, 0, 0);
+      const float4* p0 = reinterpret_cast<const float4*>(at + h * 32);
+      const bool on0 = in_k && has0;
+      out.x0[h][0] = on0 ? p0[0] : zero;
+      out.x0[h][1] = on0 ? p0[1] : zero;
+      if constexpr (kTwoTiles) {
+        const float4* p1 = reinterpret_cast<const float4*>(at + x_row8 + h * 32);
+        const bool on1 = in_k && has1;
+        out.x1[h][0] = on1 ? p1[0] : zero;
+        out.x1[h][1] = on1 ? p1[1] : zero;
+      }
     }
     return out;
   };
-  ChunkX xs = load_chunk_x(0);
+  const float* x_at = x_first;
+  int kx = kx_first;
+  ChunkX xs = walk.mine > 0 ? load_chunk_x(x_at, kx) : ChunkX{};
+  // Where the lane reads weight rows g (p) and g + 8 (q, 1 KB further) of half h of a chunk.
+  const uint32_t read_at[2] = {chunk_offset(g, c), chunk_offset(g, 4 + c)};
 
-  int stage = 0;  // ring slot of the chunk consumed next
-  for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
-    float acc0[4] = {0, 0, 0, 0}, acc1[4] = {0, 0, 0, 0};
-    for (int64_t i = 0; i < mine; ++i) {
+  uint32_t read_slot = ring, fill_slot = ring + (kStages - 1) * kChunkBytes;
+  for (int64_t tile = blockIdx.x; tile < walk.tiles; tile += gridDim.x) {
+    WarpSums<kTwoTiles> sums;
+#pragma unroll(kTwoTiles ? 1 : 2)
+    for (int i = 0; i < walk.mine; ++i) {
       copy_async_wait_oldest<kStages>();
       __syncwarp();
       // The slot consumed last step is free again: refill it kStages - 1 chunks ahead.
-      stream.issue(ring + ((stage + kStages - 1) % kStages) * kChunkBytes, group, tiles, gridDim.x);
-      const ChunkX next_xs = load_chunk_x(i + 1 == mine ? 0 : i + 1);  // the next tile: chunk 0
-      const uint32_t chunk = ring + stage * kChunkBytes;
+      stream.issue(fill_slot + copy_at, group, walk);
+      fill_slot = next_slot(fill_slot);
+      const bool tile_done = i + 1 == walk.mine;  // the next x is the next tile's chunk 0
+      x_at = tile_done ? x_first : x_at + walk.k_step;
+      kx = tile_done ? kx_first : kx + walk.k_step;
+      const ChunkX next_xs = load_chunk_x(x_at, kx);
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        const uint4 p = load_shared16(chunk + chunk_offset(g, h * 4 + c));
-        const uint4 q = load_shared16(chunk + chunk_offset(g + 8, h * 4 + c));
-        mma_piece(acc0, p, q, split_x(xs.x0[h]));
-        if constexpr (kTwoTiles) mma_piece(acc1, p, q, split_x(xs.x1[h]));
+        const uint4 p = load_shared16(read_slot + read_at[h]);
+        const uint4 q = load_shared16(read_slot + read_at[h] + 8 * 128);
+        const XPairs x0 = split_x(xs.x0[h][0], xs.x0[h][1]);
+        const XPairs x1 = kTwoTiles ? split_x(xs.x1[h][0], xs.x1[h][1]) : XPairs{};
+        sums.add(x0, x1, p, q);
       }
       xs = next_xs;
-      stage = stage + 1 == kStages ? 0 : stage + 1;
+      read_slot = next_slot(read_slot);
     }
-    finish_tile<kTwoTiles, kPair>(group, tile, acc0, acc1, reduce, last_block, block_splits,
-                                  partials, tickets);
+    float total_p[4], total_q[4];
+    sums.totals(total_p, total_q);
+    finish_tile<kTwoTiles, kPair, true>(group, tile, total_p, total_q, reduce, last_block,
+                                        block_splits, partials, tickets);
   }
   asm volatile("cp.async.wait_all;" ::: "memory");  // no copy may outlive the block
 }

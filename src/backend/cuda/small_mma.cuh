@@ -1,6 +1,6 @@
 // Pieces shared by the small-M tensor-core matmul kernels (bf16 weights in matmul_small.cu,
 // int8 and int4 in matmul_small_int.cu): tiles of 16 weight rows multiplied by up to 16
-// activation rows (bf16: mma.m16n8k16 on x split into bf16 hi + lo parts), and the fixed-order
+// activation rows, and the fixed-order
 // reduction of a tile's sums (warps in warp order, then the blocks sharing the tile in split
 // order).
 #pragma once
@@ -27,32 +27,6 @@ __device__ __forceinline__ void mma_bf16(float (&d)[4], uint32_t a0, uint32_t a1
       : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
-// Eight x values [k, k + 8) of one row (zeros when not `valid`).
-struct XValues {
-  float4 a, b;
-};
-__device__ __forceinline__ XValues load_x(const float* row, bool valid) {
-  if (!valid) return {make_float4(0, 0, 0, 0), make_float4(0, 0, 0, 0)};
-  return {*reinterpret_cast<const float4*>(row), *reinterpret_cast<const float4*>(row + 4)};
-}
-
-// The eight values as bf16 pairs: hi = bf16(x), lo = bf16(x - hi).
-struct XPairs {
-  uint32_t hi[4], lo[4];
-};
-__device__ __forceinline__ XPairs split_x(const XValues& x) {
-  XPairs out;
-  const float v[8] = {x.a.x, x.a.y, x.a.z, x.a.w, x.b.x, x.b.y, x.b.z, x.b.w};
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const float h0 = __bfloat162float(__float2bfloat16_rn(v[2 * i]));
-    const float h1 = __bfloat162float(__float2bfloat16_rn(v[2 * i + 1]));
-    out.hi[i] = pack_bf16(h0, h1);
-    out.lo[i] = pack_bf16(v[2 * i] - h0, v[2 * i + 1] - h1);
-  }
-  return out;
-}
-
 __device__ __forceinline__ float epilogue(const MatmulArgs& a, int64_t row, int64_t col, float v) {
   if (a.bias != nullptr) v += load_f32(a.bias, a.bias_dtype, col);
   if (a.accumulate) v = a.y[row * a.y_stride + col] + v;
@@ -74,12 +48,14 @@ __device__ __forceinline__ TileSpot find_tile(const MatmulGroup& group, int64_t 
   return {p, (tile - (p == 0 ? 0 : group.tile_end[p - 1])) * kTileN};
 }
 
-// The end of a tile: acc0 (x rows 0-7) and acc1 (rows 8-15) of every warp are added in warp
-// order; when several blocks share the tile (block_splits > 1), each publishes its sum and the
-// last to finish adds them in split order. Then bias, accumulate and the store into y (kPair:
-// act(gate) * up instead). Called by the whole block; `reduce` and `last_block` are the block's
-// shared scratch.
-template <bool kTwoTiles, bool kPair = false>
+// The end of a tile: acc0 and acc1 of every warp are added in warp order; when several blocks
+// share the tile (block_splits > 1), each publishes its sum and the last to finish adds them in
+// split order. Then bias, accumulate and the store into y (kPair: act(gate) * up instead).
+// Called by the whole block; `reduce` and `last_block` are the block's shared scratch.
+// Accumulator layout: with weights as the mma's A operand (kXAsA false), acc0 holds x rows 0-7
+// and acc1 x rows 8-15; with x as the A operand (kXAsA true), acc0 holds weight rows 0-7 and
+// acc1 weight rows 8-15, element e at x row g + 8 (e >= 2) and weight row 2c + (e & 1).
+template <bool kTwoTiles, bool kPair = false, bool kXAsA = false>
 __device__ __forceinline__ void finish_tile(const MatmulGroup& group, int64_t tile,
                                             const float (&acc0)[4], const float (&acc1)[4],
                                             float (&reduce)[kWarps][kMaxRows][kTileN],
@@ -94,12 +70,18 @@ __device__ __forceinline__ void finish_tile(const MatmulGroup& group, int64_t ti
   const MatmulArgs& a = group.part[spot.part];
   const int64_t n = spot.n0 + col;
 
-  // acc element e sits at weight row g (+8 for e >= 2) and x row 2c + (e & 1) (+8 for acc1).
 #pragma unroll
   for (int e = 0; e < 4; ++e) {
-    const int wr = g + (e >= 2 ? 8 : 0), x_row = 2 * c + (e & 1);
-    reduce[warp][x_row][wr] = acc0[e];
-    reduce[warp][x_row + 8][wr] = kTwoTiles ? acc1[e] : 0.0f;
+    if constexpr (kXAsA) {
+      const int x_row = g + (e >= 2 ? 8 : 0), wr = 2 * c + (e & 1);
+      reduce[warp][x_row][wr] = acc0[e];
+      reduce[warp][x_row][wr + 8] = acc1[e];
+    } else {
+      // acc element e sits at weight row g (+8 for e >= 2) and x row 2c + (e & 1) (+8 for acc1).
+      const int wr = g + (e >= 2 ? 8 : 0), x_row = 2 * c + (e & 1);
+      reduce[warp][x_row][wr] = acc0[e];
+      reduce[warp][x_row + 8][wr] = kTwoTiles ? acc1[e] : 0.0f;
+    }
   }
   __syncthreads();
   float v = 0.0f;
