@@ -36,6 +36,14 @@ __device__ __forceinline__ void store_f32(void* p, DType dtype, int64_t i, float
 
 // ---- weight loads and exact small-integer conversions for the quantised formats ----
 
+// An L2 policy for weights, which a decode step reads once: their lines are evicted first, so
+// they do not push out what is read again soon (activations, the KV cache, partial sums).
+__device__ __forceinline__ uint64_t weights_l2_policy() {
+  uint64_t policy;
+  asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
+  return policy;
+}
+
 // A 4-byte aligned word of weights, streamed past L1.
 __device__ __forceinline__ uint32_t load_word(const uint8_t* p) {
   uint32_t v;

@@ -9,10 +9,10 @@
 // batch. Partial sums of the warps (and of the blocks sharing a tile) are added in a fixed order.
 //
 // Weights stream through a ring of shared memory per warp, copied asynchronously (no registers
-// held) as whole 128-byte lines, kStages - 1 chunks ahead of use, across tile boundaries and
-// already before the kernel waits for its predecessor; x of the next chunk is loaded into
-// registers while this one multiplies. The step loop advances pointers by fixed strides: it
-// does no index arithmetic per chunk.
+// held, evicted first from L2) as whole 128-byte lines, kStages - 1 chunks ahead of use, across
+// tile boundaries and already before the kernel waits for its predecessor; x of the next chunk is
+// loaded into registers while this one multiplies. The step loop advances pointers by fixed
+// strides: it does no index arithmetic per chunk.
 #include <algorithm>
 
 #include "backend/cuda/small_mma.cuh"
@@ -31,11 +31,14 @@ constexpr int stages(bool two_tiles) { return two_tiles ? 4 : 3; }
 // The warps' rings: 48 or 64 KB.
 constexpr int shared_bytes(bool two_tiles) { return kWarps * stages(two_tiles) * kChunkBytes; }
 
-// 16 bytes global -> shared without registers (zero-filled when `bytes` is 0), cached in L2 only.
-__device__ __forceinline__ void copy_async16(uint32_t dst, const void* src, int bytes) {
-  asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16, %2;" ::"r"(dst), "l"(src),
-               "r"(bytes)
-               : "memory");
+// 16 bytes global -> shared without registers (zero-filled when `bytes` is 0), cached in L2 only
+// and there under `policy`.
+__device__ __forceinline__ void copy_async16(uint32_t dst, const void* src, int bytes,
+                                             uint64_t policy) {
+  asm volatile(
+      "cp.async.cg.shared.global.L2::cache_hint.L2::256B [%0], [%1], 16, %2, %3;" ::"r"(dst),
+      "l"(src), "r"(bytes), "l"(policy)
+      : "memory");
 }
 __device__ __forceinline__ void copy_async_commit() {
   asm volatile("cp.async.commit_group;" ::: "memory");
@@ -153,6 +156,7 @@ struct ChunkStream {
   int64_t tile;        // the tile being copied; done at walk.tiles
   int i;               // its chunks copied so far
   int kk;              // k of the lane's next 16 bytes
+  uint64_t policy;     // weights_l2_policy()
   __device__ __forceinline__ void seek(const MatmulGroup& group, const WarpWalk& walk) {
     kk = walk.k_first;
     if (tile >= walk.tiles) return;
@@ -176,7 +180,7 @@ struct ChunkStream {
       const bool in_k = kk < walk.k;
 #pragma unroll
       for (int r = 0; r < 4; ++r) {
-        copy_async16(dst + r * 4 * 128, src[r], row_ok[r] && in_k ? 16 : 0);
+        copy_async16(dst + r * 4 * 128, src[r], row_ok[r] && in_k ? 16 : 0, policy);
         src[r] += static_cast<int64_t>(walk.k_step) * 2;
       }
       kk += walk.k_step;
@@ -225,6 +229,7 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
   ChunkStream<kPair> stream;
   stream.tile = walk.mine > 0 ? static_cast<int64_t>(blockIdx.x) : walk.tiles;
   stream.i = 0;
+  stream.policy = weights_l2_policy();
   stream.seek(group, walk);
   const uint32_t copy_at = chunk_offset(lane / 8, lane % 8);  // the lane's bytes in a chunk
   // Weights do not depend on the previous kernel: fill the ring before waiting for it.

@@ -119,9 +119,13 @@ __device__ __forceinline__ void mma_codes(int (&d)[4], const uint32_t (&a)[4], u
 #undef SPECD_MMA_CODES
 }
 
-// 16 bytes of weights (16-byte aligned), and a 4-byte header.
-__device__ __forceinline__ uint4 load_codes(const uint8_t* p) {
-  return __ldg(reinterpret_cast<const uint4*>(p));
+// 16 bytes of weights (16-byte aligned; L2 `policy`), and a 4-byte header.
+__device__ __forceinline__ uint4 load_codes(const uint8_t* p, uint64_t policy) {
+  uint4 v;
+  asm("ld.global.nc.L2::cache_hint.v4.u32 {%0,%1,%2,%3}, [%4], %5;"
+      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+      : "l"(p), "l"(policy));
+  return v;
 }
 __device__ __forceinline__ uint32_t load_header(const uint8_t* p) {
   return __ldg(reinterpret_cast<const uint32_t*>(p));
@@ -213,6 +217,7 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
   const int64_t n_blocks = xq.n_blocks;
   const int64_t mine = first < n_blocks ? (n_blocks - first + splits - 1) / splits : 0;
   const int64_t steps = (mine + kPer - 1) / kPer;
+  const uint64_t policy = weights_l2_policy();
 
   // Rows g and g + 8 of a tile (row 0 of the part, never used, past its end).
   struct Rows {
@@ -250,7 +255,7 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
         out.head[p][h] = ok ? load_header(rows.row[h] + rows.headers + 4 * block) : 0u;
 #pragma unroll
         for (int v = 0; v < F::kWords / 4; ++v) {
-          const uint4 u = ok ? load_codes(codes + 16 * v) : make_uint4(0, 0, 0, 0);
+          const uint4 u = ok ? load_codes(codes + 16 * v, policy) : make_uint4(0, 0, 0, 0);
           out.q[p][h][4 * v] = u.x, out.q[p][h][4 * v + 1] = u.y;
           out.q[p][h][4 * v + 2] = u.z, out.q[p][h][4 * v + 3] = u.w;
         }
