@@ -274,6 +274,8 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
   uint32_t read_slot = ring, fill_slot = ring + (kStages - 1) * kChunkBytes;
   for (int64_t tile = blockIdx.x; tile < walk.tiles; tile += gridDim.x) {
     WarpSums<kTwoTiles> sums;
+    // Unrolled by 2 (x's registers then rotate without moves), except with 9 to 16 rows, whose
+    // registers would spill.
 #pragma unroll(kTwoTiles ? 1 : 2)
     for (int i = 0; i < walk.mine; ++i) {
       copy_async_wait_oldest<kStages>();
