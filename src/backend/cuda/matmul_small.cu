@@ -75,18 +75,15 @@ __device__ __forceinline__ uint32_t chunk_offset(int row, int slot) {
 struct XPairs {
   uint32_t hi[4], lo[4];
 };
-__device__ __forceinline__ uint32_t bf16x2_bits(__nv_bfloat162 v) {
-  return *reinterpret_cast<uint32_t*>(&v);
-}
 __device__ __forceinline__ XPairs split_x(const float4& a, const float4& b) {
   const float v[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
   XPairs out;
 #pragma unroll
   for (int j = 0; j < 4; ++j) {
-    const uint32_t hi = bf16x2_bits(__floats2bfloat162_rn(v[2 * j], v[2 * j + 1]));
+    const uint32_t hi = pack_bf16(v[2 * j], v[2 * j + 1]);
     const float back0 = __uint_as_float(hi << 16), back1 = __uint_as_float(hi & 0xFFFF0000u);
     out.hi[j] = hi;
-    out.lo[j] = bf16x2_bits(__floats2bfloat162_rn(v[2 * j] - back0, v[2 * j + 1] - back1));
+    out.lo[j] = pack_bf16(v[2 * j] - back0, v[2 * j + 1] - back1);
   }
   return out;
 }

@@ -1,8 +1,7 @@
 // Pieces shared by the small-M tensor-core matmul kernels (bf16 weights in matmul_small.cu,
 // int8 and int4 in matmul_small_int.cu): tiles of 16 weight rows multiplied by up to 16
-// activation rows, and the fixed-order
-// reduction of a tile's sums (warps in warp order, then the blocks sharing the tile in split
-// order).
+// activation rows, and the fixed-order reduction of a tile's sums (warps in warp order, then the
+// blocks sharing the tile in split order).
 #pragma once
 
 #include "backend/cuda/device.cuh"
