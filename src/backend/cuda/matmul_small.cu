@@ -10,9 +10,10 @@
 //
 // Weights stream through a ring of shared memory per warp, copied asynchronously (no registers
 // held, evicted first from L2) as whole 128-byte lines, kStages - 1 chunks ahead of use, across
-// tile boundaries and already before the kernel waits for its predecessor; x of the next chunk is
-// loaded into registers while this one multiplies. The step loop advances pointers by fixed
-// strides: it does no index arithmetic per chunk.
+// tile boundaries and already before the kernel waits for its predecessor. Up to 8 rows, x's
+// rows of each chunk travel in the same ring slot (copied after the wait); with 9 to 16 rows x
+// of the next chunk is loaded into registers while this one multiplies. The step loop advances
+// pointers by fixed strides: it does no index arithmetic per chunk.
 #include <algorithm>
 
 #include "backend/cuda/small_mma.cuh"
@@ -28,8 +29,17 @@ constexpr int kChunkBytes = kTileN * kChunkK * 2;  // 2 KB: 16 rows x 128 bytes
 // Measured on one H200 (2026-11-27, Llama-3.1-8B shape): 3 decode 1.2% faster than 4 (6: 2.6%
 // slower), 4 verify 9 rows 2% faster than 3.
 constexpr int stages(bool two_tiles) { return two_tiles ? 4 : 3; }
-// The warps' rings: 48 or 64 KB.
-constexpr int shared_bytes(bool two_tiles) { return kWarps * stages(two_tiles) * kChunkBytes; }
+// Up to 8 rows, a ring slot also holds x's rows of the chunk (f32, 256 bytes a row), copied
+// with the weights; with 9 to 16 rows x is loaded into registers (the ring would not leave room
+// for two blocks per multiprocessor).
+constexpr int kXRowBytes = kChunkK * 4;
+constexpr int slot_bytes(bool two_tiles, int64_t m) {
+  return kChunkBytes + (two_tiles ? 0 : static_cast<int>(m) * kXRowBytes);
+}
+// The warps' rings: 48 to 96 KB (up to 8 rows), 64 KB (9 to 16).
+constexpr int shared_bytes(bool two_tiles, int64_t m) {
+  return kWarps * stages(two_tiles) * slot_bytes(two_tiles, m);
+}
 
 // 16 bytes global -> shared without registers (zero-filled when `bytes` is 0), cached in L2 only
 // and there under `policy`.
@@ -39,6 +49,11 @@ __device__ __forceinline__ void copy_async16(uint32_t dst, const void* src, int 
       "cp.async.cg.shared.global.L2::cache_hint.L2::256B [%0], [%1], 16, %2, %3;" ::"r"(dst),
       "l"(src), "r"(bytes), "l"(policy)
       : "memory");
+}
+// The same for x (L2's default policy: x is read again by every block).
+__device__ __forceinline__ void copy_async16_x(uint32_t dst, const void* src, int bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(bytes)
+               : "memory");
 }
 __device__ __forceinline__ void copy_async_commit() {
   asm volatile("cp.async.commit_group;" ::: "memory");
@@ -56,11 +71,24 @@ __device__ __forceinline__ uint4 load_shared16(uint32_t at) {
                : "r"(at));
   return v;
 }
+__device__ __forceinline__ float4 load_shared_f4(uint32_t at) {
+  float4 v;
+  asm volatile("ld.shared.v4.f32 {%0,%1,%2,%3}, [%4];"
+               : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+               : "r"(at));
+  return v;
+}
 // Byte offset of 16-byte slot `slot` (0..7) of weight row `row` (0..15) in a chunk. Odd rows
 // swap their two halves, so the 8 lanes of a read phase (rows 2i and 2i + 1, the same four
 // slots) hit distinct banks.
 __device__ __forceinline__ uint32_t chunk_offset(int row, int slot) {
   return static_cast<uint32_t>(row * 128 + ((slot ^ ((row & 1) << 2)) << 4));
+}
+// Byte offset of 16-byte unit `unit` (0..15: k 4 * unit ... + 3) of x row `row` in a slot's x
+// part. Odd rows swap neighbouring units, so that lanes reading rows 2i and 2i + 1 at the same
+// k (units 2c + f) hit distinct banks.
+__device__ __forceinline__ uint32_t x_offset(int row, int unit) {
+  return static_cast<uint32_t>(kChunkBytes + row * kXRowBytes + ((unit ^ (row & 1)) << 4));
 }
 
 // The k order inside the mma. Lane (g, c) = (lane / 4, lane % 4) holds, for each half h of a
@@ -143,19 +171,28 @@ struct WarpWalk {
   int k_step;   // k between the lane's chunks: splits * kChunkK
 };
 
-// A warp's weight copies: chunk i of each of its tiles in turn, into its ring. Lane l copies 16
-// bytes of rows l / 8, 4 + l / 8, 8 + l / 8 and 12 + l / 8 (each row's 128 bytes by 8 lanes:
-// whole cache lines). kPair: a gate/up pair group.
-template <bool kPair>
+// A warp's copies: chunk i of each of its tiles in turn, into its ring. Lane l copies 16 bytes
+// of weight rows l / 8, 4 + l / 8, 8 + l / 8 and 12 + l / 8 (each row's 128 bytes by 8 lanes:
+// whole cache lines). kX (up to 8 rows): also x's rows of the chunk, lane l 16 bytes (unit
+// l % 16) of rows l / 16, 2 + l / 16, ... below M, zero-filled past K; a warp's chunks have the
+// same k in every tile, so x's walk restarts at each tile. kPair: a gate/up pair group.
+template <bool kPair, bool kX>
 struct ChunkStream {
-  const char* src[4];  // the lane's next 16 bytes of its four rows
-  bool row_ok[4];      // false past the matrix's last row (zero-filled)
-  int64_t tile;        // the tile being copied; done at walk.tiles
-  int i;               // its chunks copied so far
-  int kk;              // k of the lane's next 16 bytes
-  uint64_t policy;     // weights_l2_policy()
+  const char* src[4];    // the lane's next 16 bytes of its four weight rows
+  bool row_ok[4];        // false past the matrix's last row (zero-filled)
+  int64_t tile;          // the tile being copied; done at walk.tiles
+  int i;                 // its chunks copied so far
+  int kk;                // k of the lane's next 16 bytes of weights
+  uint64_t policy;       // weights_l2_policy()
+  const float* x_first;  // kX: the lane's 16 bytes of x row lane / 16 in a tile's first chunk
+  const float* x_src;    // ... and in the next chunk
+  int64_t x_row2;        // two rows of x (elements)
+  int x_k_first;         // k of x_first
+  int x_rows;            // x rows the lane copies: (M - lane / 16) / 2, rounded up
+
   __device__ __forceinline__ void seek(const MatmulGroup& group, const WarpWalk& walk) {
     kk = walk.k_first;
+    if constexpr (kX) x_src = x_first;
     if (tile >= walk.tiles) return;
     const TileSpot spot = find_tile<kPair>(group, tile);
     const int lane = threadIdx.x % 32;
@@ -169,25 +206,53 @@ struct ChunkStream {
       src[r] = static_cast<const char*>(a.w) + ((row_ok[r] ? n : 0) * a.w_stride + kk) * 2;
     }
   }
-  // Copies the next chunk to `dst` (the ring slot's address plus the lane's offset); commits a
-  // group either way, so that the count of groups stays in step with the chunks.
-  __device__ __forceinline__ void issue(uint32_t dst, const MatmulGroup& group,
-                                        const WarpWalk& walk) {
-    if (tile < walk.tiles) {
-      const bool in_k = kk < walk.k;
+  // x of chunk i of a tile to `dst` (the slot's address plus the lane's x offset).
+  __device__ __forceinline__ void copy_x(uint32_t dst, const float* from, int k_of,
+                                         const WarpWalk& walk) const {
+    const int bytes = k_of < walk.k ? 16 : 0;
 #pragma unroll
-      for (int r = 0; r < 4; ++r) {
-        copy_async16(dst + r * 4 * 128, src[r], row_ok[r] && in_k ? 16 : 0, policy);
-        src[r] += static_cast<int64_t>(walk.k_step) * 2;
+    for (int j = 0; j < 4; ++j) {
+      if (j < x_rows) copy_async16_x(dst + j * 2 * kXRowBytes, from + j * x_row2, bytes);
+    }
+  }
+  // x of the first `count` chunks, whose weights were copied before the kernel waited for its
+  // inputs: one copy group each, into slots 0, 1, ... (slot bytes apart).
+  __device__ __forceinline__ void copy_first_x(uint32_t dst, uint32_t slot, int count,
+                                               const WarpWalk& walk) const {
+    int64_t t = walk.mine > 0 ? static_cast<int64_t>(blockIdx.x) : walk.tiles;
+    int at = 0;
+    for (int s = 0; s < count; ++s) {
+      if (t < walk.tiles) {
+        copy_x(dst + s * slot, x_first + at * walk.k_step, x_k_first + at * walk.k_step, walk);
       }
-      kk += walk.k_step;
-      if (++i == walk.mine) {
-        i = 0;
-        tile += walk.tile_step;
-        seek(group, walk);
+      copy_async_commit();
+      if (++at == walk.mine) {
+        at = 0;
+        t += walk.tile_step;
       }
     }
-    copy_async_commit();
+  }
+  // Copies the next chunk: weights to `dst` and (kX) x to `x_dst`, the ring slot's address plus
+  // the lane's offsets.
+  __device__ __forceinline__ void issue(uint32_t dst, uint32_t x_dst, const MatmulGroup& group,
+                                        const WarpWalk& walk, bool with_x) {
+    if (tile >= walk.tiles) return;
+    const bool in_k = kk < walk.k;
+#pragma unroll
+    for (int r = 0; r < 4; ++r) {
+      copy_async16(dst + r * 4 * 128, src[r], row_ok[r] && in_k ? 16 : 0, policy);
+      src[r] += static_cast<int64_t>(walk.k_step) * 2;
+    }
+    if constexpr (kX) {
+      if (with_x) copy_x(x_dst, x_src, kk - walk.k_first + x_k_first, walk);
+      x_src += walk.k_step;
+    }
+    kk += walk.k_step;
+    if (++i == walk.mine) {
+      i = 0;
+      tile += walk.tile_step;
+      seek(group, walk);
+    }
   }
 };
 
@@ -200,6 +265,7 @@ template <bool kTwoTiles, bool kPair>
 __global__ void __launch_bounds__(kWarps * 32, 2)
     small_mma_kernel(MatmulGroup group, int block_splits, float* partials, unsigned* tickets) {
   constexpr int kStages = stages(kTwoTiles);
+  constexpr bool kXInRing = !kTwoTiles;
   extern __shared__ __align__(128) unsigned char rings[];
   __shared__ float reduce[kWarps][kMaxRows][kTileN];
   __shared__ bool last_block;
@@ -216,26 +282,49 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
   walk.k = static_cast<int>(a0.k);
   walk.k_first = first * kChunkK + (lane % 8) * 8;
   walk.k_step = splits * kChunkK;
+  const uint32_t slot = kTwoTiles ? kChunkBytes : slot_bytes(false, a0.m);
   const uint32_t ring = static_cast<uint32_t>(__cvta_generic_to_shared(rings)) +
-                        static_cast<uint32_t>(warp * kStages * kChunkBytes);
-  const uint32_t ring_end = ring + kStages * kChunkBytes;
-  auto next_slot = [&](uint32_t at) {
-    return at + kChunkBytes == ring_end ? ring : at + kChunkBytes;
-  };
+                        static_cast<uint32_t>(warp * kStages) * slot;
+  const uint32_t ring_end = ring + kStages * slot;
+  auto next_slot = [&](uint32_t at) { return at + slot == ring_end ? ring : at + slot; };
 
-  ChunkStream<kPair> stream;
+  ChunkStream<kPair, kXInRing> stream;
   stream.tile = walk.mine > 0 ? static_cast<int64_t>(blockIdx.x) : walk.tiles;
   stream.i = 0;
   stream.policy = weights_l2_policy();
+  stream.x_k_first = first * kChunkK + (lane % 16) * 4;
+  stream.x_first = a0.x + (lane / 16) * a0.x_stride + stream.x_k_first;
+  stream.x_row2 = 2 * a0.x_stride;
+  stream.x_rows = (static_cast<int>(a0.m) - lane / 16 + 1) / 2;
   stream.seek(group, walk);
   const uint32_t copy_at = chunk_offset(lane / 8, lane % 8);  // the lane's bytes in a chunk
-  // Weights do not depend on the previous kernel: fill the ring before waiting for it.
+  const uint32_t x_copy_at = x_offset(lane / 16, lane % 16);
+  // Weights do not depend on the previous kernel: fill the ring before waiting for it. x does,
+  // so its copies of those chunks follow the wait, each chunk's in a copy group of its own.
+  if constexpr (kXInRing) {
+    // Not unrolled: unrolled, ptxas 13.0 gave the pair kernel's copies an odd uniform register
+    // as cache-policy descriptor, an illegal instruction on sm_90a.
+    uint32_t ahead_at = ring + copy_at;
+#pragma unroll 1
+    for (int s = 0; s < kStages - 1; ++s, ahead_at += slot) {
+      stream.issue(ahead_at, 0, group, walk, false);
+      copy_async_commit();
+    }
+    wait_for_inputs();
+    allow_next_kernel();
+    stream.copy_first_x(ring + x_copy_at, slot, kStages - 1, walk);
+  } else {
 #pragma unroll
-  for (int s = 0; s < kStages - 1; ++s) stream.issue(ring + s * kChunkBytes + copy_at, group, walk);
-  wait_for_inputs();
-  allow_next_kernel();
+    for (int s = 0; s < kStages - 1; ++s) {
+      stream.issue(ring + s * kChunkBytes + copy_at, 0, group, walk, false);
+      copy_async_commit();
+    }
+    wait_for_inputs();
+    allow_next_kernel();
+  }
 
-  // x rows g and g + 8 at the lane's k of a chunk's first half (the second is 32 further).
+  // With 9 to 16 rows: x rows g and g + 8 at the lane's k of a chunk's first half (the second
+  // is 32 further), loaded into registers a chunk ahead.
   const float* x_first = a0.x + static_cast<int64_t>(g) * a0.x_stride + first * kChunkK + c * 8;
   const int64_t x_row8 = 8 * a0.x_stride;
   const int kx_first = first * kChunkK + c * 8;
@@ -253,46 +342,58 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
       const bool on0 = in_k && has0;
       out.x0[h][0] = on0 ? p0[0] : zero;
       out.x0[h][1] = on0 ? p0[1] : zero;
-      if constexpr (kTwoTiles) {
-        const float4* p1 = reinterpret_cast<const float4*>(at + x_row8 + h * 32);
-        const bool on1 = in_k && has1;
-        out.x1[h][0] = on1 ? p1[0] : zero;
-        out.x1[h][1] = on1 ? p1[1] : zero;
-      }
+      const float4* p1 = reinterpret_cast<const float4*>(at + x_row8 + h * 32);
+      const bool on1 = in_k && has1;
+      out.x1[h][0] = on1 ? p1[0] : zero;
+      out.x1[h][1] = on1 ? p1[1] : zero;
     }
     return out;
   };
   const float* x_at = x_first;
   int kx = kx_first;
-  ChunkX xs = walk.mine > 0 ? load_chunk_x(x_at, kx) : ChunkX{};
+  ChunkX xs = !kXInRing && walk.mine > 0 ? load_chunk_x(x_at, kx) : ChunkX{};
+  // Up to 8 rows: x row g of half h of a chunk, units 8h + 2c and 8h + 2c + 1 of the slot's x
+  // (lanes of rows past M read row 0, inside the slot, and use zeros).
+  const int x_row = has0 ? g : 0;
+  const uint32_t x_read_at[2][2] = {{x_offset(x_row, 2 * c), x_offset(x_row, 2 * c + 1)},
+                                    {x_offset(x_row, 8 + 2 * c), x_offset(x_row, 9 + 2 * c)}};
   // Where the lane reads weight rows g (p) and g + 8 (q, 1 KB further) of half h of a chunk.
   const uint32_t read_at[2] = {chunk_offset(g, c), chunk_offset(g, 4 + c)};
 
-  uint32_t read_slot = ring, fill_slot = ring + (kStages - 1) * kChunkBytes;
+  uint32_t read_slot = ring, fill_slot = ring + (kStages - 1) * slot;
   for (int64_t tile = blockIdx.x; tile < walk.tiles; tile += gridDim.x) {
     WarpSums<kTwoTiles> sums;
-    // Unrolled by 2 (x's registers then rotate without moves), except with 9 to 16 rows, whose
-    // registers would spill.
+    // Unrolled by 2 up to 8 rows; with 9 to 16 rows the registers would spill.
 #pragma unroll(kTwoTiles ? 1 : 2)
     for (int i = 0; i < walk.mine; ++i) {
       copy_async_wait_oldest<kStages>();
       __syncwarp();
       // The slot consumed last step is free again: refill it kStages - 1 chunks ahead.
-      stream.issue(fill_slot + copy_at, group, walk);
+      stream.issue(fill_slot + copy_at, fill_slot + x_copy_at, group, walk, true);
+      copy_async_commit();
       fill_slot = next_slot(fill_slot);
-      const bool tile_done = i + 1 == walk.mine;  // the next x is the next tile's chunk 0
-      x_at = tile_done ? x_first : x_at + walk.k_step;
-      kx = tile_done ? kx_first : kx + walk.k_step;
-      const ChunkX next_xs = load_chunk_x(x_at, kx);
+      ChunkX next_xs;
+      if constexpr (!kXInRing) {
+        const bool tile_done = i + 1 == walk.mine;  // the next x is the next tile's chunk 0
+        x_at = tile_done ? x_first : x_at + walk.k_step;
+        kx = tile_done ? kx_first : kx + walk.k_step;
+        next_xs = load_chunk_x(x_at, kx);
+      }
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const uint4 p = load_shared16(read_slot + read_at[h]);
         const uint4 q = load_shared16(read_slot + read_at[h] + 8 * 128);
-        const XPairs x0 = split_x(xs.x0[h][0], xs.x0[h][1]);
-        const XPairs x1 = kTwoTiles ? split_x(xs.x1[h][0], xs.x1[h][1]) : XPairs{};
-        sums.add(x0, x1, p, q);
+        if constexpr (kXInRing) {
+          // Rows at or past M were not copied: read row 0 (no branch), then zeroed.
+          float4 x4[2] = {load_shared_f4(read_slot + x_read_at[h][0]),
+                          load_shared_f4(read_slot + x_read_at[h][1])};
+          if (!has0) x4[0] = x4[1] = make_float4(0, 0, 0, 0);
+          sums.add(split_x(x4[0], x4[1]), XPairs{}, p, q);
+        } else {
+          sums.add(split_x(xs.x0[h][0], xs.x0[h][1]), split_x(xs.x1[h][0], xs.x1[h][1]), p, q);
+        }
       }
-      xs = next_xs;
+      if constexpr (!kXInRing) xs = next_xs;
       read_slot = next_slot(read_slot);
     }
     float total_p[4], total_q[4];
@@ -396,12 +497,12 @@ void matmul_small(const MatmulGroup& group, const SmallMatmulPlan& plan,
   if (plan.tensor_cores) {
     const bool two = group.part[0].m > 8;
     Launch launch(dim3(static_cast<unsigned>(plan.grid_x), plan.block_splits), dim3(kWarps * 32),
-                  shared_bytes(two), stream);
+                  shared_bytes(two, group.part[0].m), stream);
     static const bool configured = [] {  // rings past the default 48 KB of shared memory
+      const int most = std::max(shared_bytes(false, 8), shared_bytes(true, kMaxRows));
       for (auto kernel : {small_mma_kernel<true, false>, small_mma_kernel<false, false>,
                           small_mma_kernel<true, true>, small_mma_kernel<false, true>}) {
-        check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                   shared_bytes(true)),
+        check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, most),
               "cudaFuncSetAttribute(small_mma_kernel)");
       }
       return true;
