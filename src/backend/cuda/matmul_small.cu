@@ -72,11 +72,9 @@ __device__ __forceinline__ uint4 load_shared16(uint32_t at) {
   return v;
 }
 __device__ __forceinline__ float4 load_shared_f4(uint32_t at) {
-  float4 v;
-  asm volatile("ld.shared.v4.f32 {%0,%1,%2,%3}, [%4];"
-               : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
-               : "r"(at));
-  return v;
+  const uint4 v = load_shared16(at);
+  return make_float4(__uint_as_float(v.x), __uint_as_float(v.y), __uint_as_float(v.z),
+                     __uint_as_float(v.w));
 }
 // Byte offset of 16-byte slot `slot` (0..7) of weight row `row` (0..15) in a chunk. Odd rows
 // swap their two halves, so the 8 lanes of a read phase (rows 2i and 2i + 1, the same four
