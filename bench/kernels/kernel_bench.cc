@@ -1,12 +1,14 @@
 // Times the CPU backend's matmul and attention against the machine's streaming-read bandwidth.
 //
 // Usage: specd_kernel_bench [threads] [section...]; sections: bw, matmul (bf16 weights),
-// matmul-all (f32, f16, bf16), matmul-hot (bf16, cache-resident weights), quant (block-quantised
-// weights), quant-hot (the same, cache-resident), gemm, attention, attention-cold (KV cache read
-// from DRAM), fma (default: all but matmul-all). Except in matmul-hot, weights are cycled through
+// matmul-all (f32, f16, bf16), matmul-hot (bf16, cache-resident weights), placement (placed
+// against memory-mapped weights), quant (block-quantised weights), quant-hot (the same,
+// cache-resident), gemm, attention, attention-cold (KV cache read from DRAM), fma (default: all
+// but matmul-all and placement). Except in matmul-hot, weights are cycled through
 // copies larger than the last-level cache, so every matmul reads its weight from DRAM as in a real
 // forward pass.
 #include <cblas.h>
+#include <sys/mman.h>
 
 #include <algorithm>
 #if defined(__x86_64__)
@@ -15,6 +17,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <random>
 #include <string>
 #include <utility>
@@ -138,6 +141,61 @@ void bench_matmul(CpuBackend& backend, StreamingRead& reader, bool all_dtypes) {
             static_cast<long long>(s.k), static_cast<long long>(m), t * 1e6, gbps,
             w_bytes / best / 1e9, bw, 100.0 * ratio, 2.0 * m * s.n * s.k / t / 1e9);
       }
+    }
+  }
+}
+
+// The bf16 matmul on weights as the CPU backend places them (a copy in 2 MiB pages, 64-byte
+// aligned) against the same weights as a memory-mapped safetensors file gives them (4 KiB pages,
+// rows 56 bytes past a cache line, as in the random Qwen3-0.6B checkpoint), the two taking turns
+// call by call; "mapped / placed" = median over adjacent pairs of the ratio of their times.
+void bench_matmul_placement(CpuBackend& backend) {
+  struct Shape {
+    int64_t n, k;
+  };
+  const Shape shapes[] = {{3072, 1024}, {1024, 3072}, {151936, 1024}};
+  constexpr size_t kPage = size_t{2} << 20, kOffset = 56;
+  for (const Shape& s : shapes) {
+    const size_t w_bytes = static_cast<size_t>(s.n * s.k) * 2;
+    const size_t copies = std::max<size_t>(1, kColdBytes / w_bytes);
+    const size_t mapped_bytes = (w_bytes + kOffset + kPage - 1) / kPage * kPage;
+    std::vector<DeviceBuffer> placed;
+    std::vector<std::unique_ptr<uint8_t, decltype(&std::free)>> mapped;
+    for (size_t c = 0; c < copies; ++c) {
+      placed.push_back(backend.alloc(w_bytes));
+      fill_random(placed.back().data(), DType::kBF16, static_cast<size_t>(s.n * s.k), 7 + c);
+      mapped.emplace_back(static_cast<uint8_t*>(std::aligned_alloc(kPage, mapped_bytes)),
+                          &std::free);
+      madvise(mapped.back().get(), mapped_bytes, MADV_NOHUGEPAGE);
+      std::memcpy(mapped.back().get() + kOffset, placed.back().data(), w_bytes);
+    }
+    std::vector<float> x(16 * s.k), y(16 * s.n);
+    fill_random(x.data(), DType::kF32, x.size(), 3);
+    for (int64_t m : {1, 5, 9}) {
+      Tensor xt = Tensor::make(x.data(), DType::kF32, m, s.k);
+      Tensor yt = Tensor::make(y.data(), DType::kF32, m, s.n);
+      const int calls = static_cast<int>(std::clamp<size_t>(2 * copies, 20, 200));
+      std::vector<double> t_placed, t_mapped, ratios;
+      for (int call = -calls / 10 - 1; call < calls; ++call) {
+        const size_t c = static_cast<size_t>(call + calls) % copies;
+        const double t0 = now_seconds();
+        backend.matmul(xt, placed[c].view(DType::kBF16, s.n, s.k), nullptr, yt, false);
+        const double t1 = now_seconds();
+        backend.matmul(xt, Tensor::make(mapped[c].get() + kOffset, DType::kBF16, s.n, s.k),
+                       nullptr, yt, false);
+        const double t2 = now_seconds();
+        if (call < 0) continue;
+        t_placed.push_back(t1 - t0);
+        t_mapped.push_back(t2 - t1);
+        ratios.push_back((t2 - t1) / (t1 - t0));
+      }
+      for (auto* v : {&t_placed, &t_mapped, &ratios}) std::sort(v->begin(), v->end());
+      std::printf(
+          "matmul bf16 N=%-6lld K=%-5lld M=%-2lld placed %8.1f us  mapped %8.1f us  "
+          "mapped / placed %.3f\n",
+          static_cast<long long>(s.n), static_cast<long long>(s.k), static_cast<long long>(m),
+          t_placed[t_placed.size() / 2] * 1e6, t_mapped[t_mapped.size() / 2] * 1e6,
+          ratios[ratios.size() / 2]);
     }
   }
 }
@@ -422,6 +480,7 @@ int main(int argc, char** argv) {
   if (want("bw")) specd::streaming_read_gbps(reader, threads);
   if (want("matmul") || all) specd::bench_matmul(backend, reader, all);
   if (want("matmul-hot")) specd::bench_matmul_hot(backend, threads);
+  if (argc > 2 && want("placement")) specd::bench_matmul_placement(backend);
   if (want("quant")) specd::bench_matmul_quant(backend);
   if (want("quant-hot")) specd::bench_matmul_quant_hot(backend, threads);
   if (want("gemm")) specd::bench_gemm(backend, threads);

@@ -17,10 +17,10 @@ bool cuda_available() {
 #endif
 }
 
-std::unique_ptr<Backend> make_backend(Device device, int threads) {
+std::unique_ptr<Backend> make_backend(Device device, int threads, bool map_weights) {
   switch (device.kind) {
     case DeviceKind::kCpu:
-      return std::make_unique<CpuBackend>(threads);
+      return std::make_unique<CpuBackend>(threads, map_weights);
     case DeviceKind::kCuda:
 #ifdef SPECD_WITH_CUDA
       return std::make_unique<CudaBackend>(device.index);

@@ -225,7 +225,8 @@ inline constexpr int64_t kSmallBatch = 16;
 // True if this build has the CUDA backend and a CUDA device is usable.
 bool cuda_available();
 
-// Creates the backend for `device` (the CPU backend uses `threads` worker threads).
-std::unique_ptr<Backend> make_backend(Device device, int threads);
+// Creates the backend for `device` (the CPU backend uses `threads` worker threads, and with
+// `map_weights` reads weights where they are mapped instead of copying them when placed).
+std::unique_ptr<Backend> make_backend(Device device, int threads, bool map_weights = false);
 
 }  // namespace specd

@@ -79,6 +79,9 @@ void add_model_options(CLI::App& command, LoadOptions& options, std::string& kv_
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   add_quantize_option(command, "--quantize", options.quantize, "the model's");
+  command.add_flag("--mmap", options.map_weights,
+                   "CPU: read the weights from the memory-mapped files instead of aligned copies "
+                   "in 2 MiB pages (less memory while loading, slower matmuls)");
 }
 
 }  // namespace specd::cli

@@ -356,6 +356,7 @@ void run_bench(BenchOptions& o) {
         {"weight_bytes", weights},
         {"quantize", std::string(weight_quant_name(o.load.quantize))},
         {"draft_quantize", std::string(weight_quant_name(o.spec.draft_quantize))},
+        {"mmap", o.load.map_weights},
         {"layers", target.config.n_layers},
         {"hidden", target.config.hidden_size},
         {"vocab", target.config.vocab_size}}},

@@ -60,7 +60,8 @@ LoadedModel load_model(const LoadOptions& options) {
                      : TensorStore::open_dir(options.model_dir);
   prefault_weights(loaded.store, options.progress);
   int threads = options.threads > 0 ? options.threads : ThreadPool::hardware_threads();
-  loaded.backend = make_backend(parse_device(options.device), threads);
+  const Device device = parse_device(options.device);
+  loaded.backend = make_backend(device, threads, options.map_weights);
 
   int context = options.context > 0 ? options.context : 4096;
   if (loaded.config.max_position_embeddings > 0 &&
@@ -84,6 +85,9 @@ LoadedModel load_model(const LoadOptions& options) {
   quant.progress = options.progress;
   loaded.model =
       std::make_unique<Transformer>(*loaded.backend, loaded.config, loaded.store, limits, quant);
+  // Every weight now has a copy of its own (on the GPU, or aligned on the CPU): the mapped
+  // files' pages need not stay in this process's memory (reads would fault them back in).
+  if (device.kind != DeviceKind::kCpu || !options.map_weights) loaded.store.release_pages();
   KvCacheShape shape;
   shape.n_layers = loaded.config.n_layers;
   shape.n_kv_heads = loaded.config.n_kv_heads;

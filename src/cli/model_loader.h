@@ -24,6 +24,8 @@ struct LoadOptions {
   int max_logit_rows = kSmallBatch;
   bool progress = true;    // show a progress line while reading weights
   WeightQuant quantize = WeightQuant::kNone;  // load-time weight quantisation (--quantize)
+  // CPU: read the weights from the mapped files instead of aligned copies (--mmap).
+  bool map_weights = false;
 };
 
 struct LoadedModel {

@@ -47,6 +47,15 @@ void MappedFile::advise_willneed(size_t offset, size_t length) const {
   ::madvise(const_cast<uint8_t*>(data_) + begin, length, MADV_WILLNEED);
 }
 
+void MappedFile::release_pages(size_t offset, size_t length) const {
+  if (offset >= size_) return;
+  const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  const size_t begin = (offset + page - 1) / page * page;
+  const size_t end = (offset + std::min(length, size_ - offset)) / page * page;
+  if (begin >= end) return;
+  ::madvise(const_cast<uint8_t*>(data_) + begin, end - begin, MADV_DONTNEED);
+}
+
 std::string read_text_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   SPECD_CHECK(in.good(), "cannot open {}", path);

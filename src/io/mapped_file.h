@@ -1,4 +1,4 @@
-// Read-only memory mapping of a whole file (weights are mapped, never copied).
+// Read-only memory mapping of a whole file.
 #pragma once
 
 #include <cstddef>
@@ -20,6 +20,9 @@ class MappedFile {
   const std::string& path() const { return path_; }
   // Asks the kernel to read [offset, offset + length) ahead of use.
   void advise_willneed(size_t offset, size_t length) const;
+  // Drops the pages that lie wholly inside [offset, offset + length) from this process's memory;
+  // later reads fault them back in.
+  void release_pages(size_t offset, size_t length) const;
 
  private:
   std::string path_;

@@ -77,4 +77,17 @@ uint64_t TensorStore::total_bytes() const {
   return total;
 }
 
+void TensorStore::release_pages() const {
+  for (const auto& file : files_) file->mapping().release_pages(0, file->mapping().size());
+}
+
+void TensorStore::release_pages(const TensorInfo& info) const {
+  for (const auto& file : files_) {
+    const MappedFile& m = file->mapping();
+    if (info.data >= m.data() && info.data < m.data() + m.size()) {
+      m.release_pages(static_cast<size_t>(info.data - m.data()), info.end - info.begin);
+    }
+  }
+}
+
 }  // namespace specd

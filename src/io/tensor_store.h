@@ -26,6 +26,10 @@ class TensorStore {
   const std::map<std::string, const TensorInfo*>& tensors() const { return by_name_; }
   const std::vector<std::unique_ptr<SafetensorsFile>>& files() const { return files_; }
   uint64_t total_bytes() const;
+  // Drops the mapped files' pages (or those wholly inside one tensor's bytes) from the process's
+  // memory once the tensors have been copied; reads still work (they fault the pages back in).
+  void release_pages() const;
+  void release_pages(const TensorInfo& info) const;
 
  private:
   std::vector<std::unique_ptr<SafetensorsFile>> files_;

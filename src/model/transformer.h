@@ -41,7 +41,7 @@ struct TransformerLimits {
 
 class Transformer {
  public:
-  // `store` must outlive the transformer (the CPU backend reads weights from its mapping).
+  // `store` must outlive the transformer (a CPU backend with map_weights reads weights from it).
   // `quant` quantises the weights at load (see WeightQuantOptions).
   Transformer(Backend& backend, ModelConfig config, const TensorStore& store,
               const TransformerLimits& limits, const WeightQuantOptions& quant = {});

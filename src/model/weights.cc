@@ -98,6 +98,7 @@ class Binder {
             16);
     Tensor placed = on_host ? buffer.view(dtype, rows, cols)
                             : backend_.place_weight(Tensor::make(dst, dtype, rows, cols), &buffer);
+    store_.release_pages(*info);
     out_.storage.push_back(std::move(buffer));
     out_.bytes += bytes;
     ++out_.quantized_tensors;
@@ -122,6 +123,7 @@ class Binder {
     DeviceBuffer storage;
     Tensor placed = backend_.place_weight(host, &storage);
     if (storage.data() != nullptr) out_.storage.push_back(std::move(storage));
+    if (placed.data != host.data) store_.release_pages(*info);  // copied: the source can go
     return placed;
   }
 

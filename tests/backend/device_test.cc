@@ -59,11 +59,37 @@ TEST(Backend, AllocatesAlignedHostMemory) {
     backend->copy_to_host(back.data(), buffer.data(), bytes);
     EXPECT_EQ(src, back);
   }
-  float host[6] = {1, 2, 3, 4, 5, 6};
-  Tensor t = Tensor::make(host, DType::kF32, 2, 3);
-  Tensor placed = backend->place_weight(t, nullptr);
-  EXPECT_EQ(placed.data, t.data);
-  EXPECT_EQ(placed.rows, 2);
+}
+
+// Placed weights are aligned copies (the source may be freed); with map_weights the kernels read
+// the source itself.
+TEST(Backend, CpuPlacesWeightsAsAlignedCopies) {
+  auto backend = make_backend(Device{DeviceKind::kCpu, 0}, 1);
+  std::vector<uint8_t> file(64 + 3 * 5 * 2 + 64 * 1000);
+  for (size_t i = 0; i < file.size(); ++i) file[i] = static_cast<uint8_t>(i * 37);
+  std::vector<Tensor> placed;
+  for (size_t offset : {size_t{6}, size_t{56}, size_t{64}}) {  // as in a safetensors file
+    Tensor t = Tensor::make(file.data() + offset, DType::kBF16, 3, 5);
+    placed.push_back(backend->place_weight(t, nullptr));
+    const Tensor& p = placed.back();
+    EXPECT_NE(p.data, t.data);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(p.data) % 64, 0u);
+    EXPECT_EQ(p.rows, 3);
+    EXPECT_EQ(p.cols, 5);
+    EXPECT_EQ(p.dtype, DType::kBF16);
+    EXPECT_EQ(std::memcmp(p.data, t.data, t.bytes()), 0);
+  }
+  // Larger than a block: a block of its own, the earlier copies intact.
+  Tensor big = Tensor::make(file.data(), DType::kF32, 1, (16 << 20) + 16);
+  std::vector<uint8_t> big_source(big.bytes(), 0x3c);
+  big.data = big_source.data();
+  Tensor big_placed = backend->place_weight(big, nullptr);
+  EXPECT_EQ(std::memcmp(big_placed.data, big_source.data(), big.bytes()), 0);
+  EXPECT_EQ(std::memcmp(placed[0].data, file.data() + 6, placed[0].bytes()), 0);
+
+  auto mapped = make_backend(Device{DeviceKind::kCpu, 0}, 1, /*map_weights=*/true);
+  Tensor t = Tensor::make(file.data() + 6, DType::kBF16, 3, 5);
+  EXPECT_EQ(mapped->place_weight(t, nullptr).data, t.data);
 }
 
 }  // namespace

@@ -57,8 +57,10 @@ float* aligned_floats(std::vector<float>& buffer) {
 
 }  // namespace
 
-CpuBackend::CpuBackend(int threads)
-    : pool_(ThreadPool::shared(std::max(1, threads))), scratch_(pool_->size()) {
+CpuBackend::CpuBackend(int threads, bool map_weights)
+    : pool_(ThreadPool::shared(std::max(1, threads))),
+      scratch_(pool_->size()),
+      map_weights_(map_weights) {
   cpu::gemm_init();
 }
 
@@ -92,7 +94,14 @@ void CpuBackend::copy_on_device(void* dst, const void* src, size_t bytes) {
   if (bytes != 0) std::memmove(dst, src, bytes);
 }
 
-Tensor CpuBackend::place_weight(const Tensor& host, DeviceBuffer* /*storage*/) { return host; }
+// Weights straight from a safetensors file sit at arbitrary offsets in 4 KiB pages: an aligned
+// copy in 2 MiB pages made verifying 5 rows 3-9% faster on Zen 3 (specd_kernel_bench placement).
+Tensor CpuBackend::place_weight(const Tensor& host, DeviceBuffer* /*storage*/) {
+  if (map_weights_ || !host.contiguous()) return host;
+  Tensor placed = host;
+  placed.data = weights_.copy(host.data, host.bytes());
+  return placed;
+}
 
 void CpuBackend::embedding(const Tensor& ids, const Tensor& table, Tensor& out) {
   check_host("embedding", {&ids, &table, &out});

@@ -8,6 +8,7 @@
 
 #include "backend/backend.h"
 #include "backend/cpu/kernels.h"
+#include "backend/cpu/weight_arena.h"
 #include "core/thread_pool.h"
 
 namespace specd {
@@ -15,7 +16,9 @@ namespace specd {
 class CpuBackend final : public Backend {
  public:
   // `threads` workers including the calling thread (at least 1), from the process-wide pool.
-  explicit CpuBackend(int threads);
+  // Weights are copied into 64-byte aligned blocks of 2 MiB pages when placed, unless
+  // `map_weights`: then the kernels read them where the caller has them (a file mapping).
+  explicit CpuBackend(int threads, bool map_weights = false);
 
   Device device() const override { return Device{DeviceKind::kCpu, 0}; }
   std::string describe() const override;  // "cpu (AVX2, 2 threads)"
@@ -94,6 +97,8 @@ class CpuBackend final : public Backend {
   cpu::QuantizedX quant_x_;             // x of the current product with quantised weights
   std::vector<float> split_x_;          // x of the current bf16 product as cpu::split_x lays it out
   std::vector<int32_t> row_blocks_;     // attention: first row of each row block, then m
+  bool map_weights_ = false;            // place_weight leaves weights where they are
+  WeightArena weights_{*this};          // placed weights (unless map_weights_)
 };
 
 }  // namespace specd
