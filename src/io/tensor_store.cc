@@ -37,6 +37,7 @@ TensorStore TensorStore::open_dir(const std::string& dir) {
   for (const auto& shard : shard_names) {
     store.files_.push_back(std::make_unique<SafetensorsFile>(dir + "/" + shard));
     const auto& file = *store.files_.back();
+    store.mappings_.push_back(&file.mapping());
     for (const auto& [name, info] : file.tensors()) {
       if (!weight_map.empty()) {
         auto listed = weight_map.find(name);
@@ -54,9 +55,11 @@ TensorStore TensorStore::open_dir(const std::string& dir) {
 }
 
 TensorStore TensorStore::from_tensors(std::vector<TensorInfo> tensors,
-                                      std::shared_ptr<const void> owner) {
+                                      std::shared_ptr<const void> owner,
+                                      const MappedFile* mapping) {
   TensorStore store;
   store.owner_ = std::move(owner);
+  if (mapping != nullptr) store.mappings_.push_back(mapping);
   for (TensorInfo& info : tensors) {
     store.owned_.push_back(std::make_unique<TensorInfo>(std::move(info)));
     const TensorInfo* added = store.owned_.back().get();
@@ -78,14 +81,13 @@ uint64_t TensorStore::total_bytes() const {
 }
 
 void TensorStore::release_pages() const {
-  for (const auto& file : files_) file->mapping().release_pages(0, file->mapping().size());
+  for (const MappedFile* m : mappings_) m->release_pages(0, m->size());
 }
 
 void TensorStore::release_pages(const TensorInfo& info) const {
-  for (const auto& file : files_) {
-    const MappedFile& m = file->mapping();
-    if (info.data >= m.data() && info.data < m.data() + m.size()) {
-      m.release_pages(static_cast<size_t>(info.data - m.data()), info.end - info.begin);
+  for (const MappedFile* m : mappings_) {
+    if (info.data >= m->data() && info.data < m->data() + m->size()) {
+      m->release_pages(static_cast<size_t>(info.data - m->data()), info.end - info.begin);
     }
   }
 }

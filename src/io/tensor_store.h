@@ -18,8 +18,10 @@ class TensorStore {
 
   // A store over tensors whose memory `owner` keeps alive (e.g. a mapped GGUF file and copies
   // re-laid-out at load). Throws specd::Error on duplicate names.
+  // `mapping` (kept alive by `owner`, or null) is the file whose pages release_pages drops.
   static TensorStore from_tensors(std::vector<TensorInfo> tensors,
-                                  std::shared_ptr<const void> owner);
+                                  std::shared_ptr<const void> owner,
+                                  const MappedFile* mapping = nullptr);
 
   // nullptr if absent.
   const TensorInfo* find(const std::string& name) const;
@@ -36,6 +38,7 @@ class TensorStore {
   std::map<std::string, const TensorInfo*> by_name_;
   std::vector<std::unique_ptr<TensorInfo>> owned_;  // from_tensors
   std::shared_ptr<const void> owner_;
+  std::vector<const MappedFile*> mappings_;  // the files the tensors were mapped from
 };
 
 }  // namespace specd

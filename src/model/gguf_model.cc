@@ -322,7 +322,8 @@ TensorStore open_gguf_store(const std::string& path, const ModelConfig& config) 
     if (hf.empty()) continue;  // tensors specd does not use
     add(hf, t);
   }
-  return TensorStore::from_tensors(std::move(tensors), owner);
+  const MappedFile* mapping = &owner->file->mapping();
+  return TensorStore::from_tensors(std::move(tensors), std::move(owner), mapping);
 }
 
 }  // namespace specd

@@ -16,7 +16,6 @@ void* WeightArena::copy(const void* src, size_t bytes) {
   auto* dst = static_cast<char*>(blocks_.back().data()) + block_used_;
   if (bytes != 0) std::memcpy(dst, src, bytes);
   block_used_ += padded;
-  used_ += padded;
   return dst;
 }
 

@@ -19,8 +19,6 @@ class WeightArena {
 
   // A 64-byte aligned copy of the `bytes` bytes at src.
   void* copy(const void* src, size_t bytes);
-  // Bytes handed out so far (padding included).
-  size_t used() const { return used_; }
 
  private:
   static constexpr size_t kBlockBytes = size_t{64} << 20;
@@ -29,7 +27,6 @@ class WeightArena {
   Backend& backend_;
   std::vector<DeviceBuffer> blocks_;
   size_t block_used_ = 0;  // bytes taken from the last block
-  size_t used_ = 0;
 };
 
 }  // namespace specd
