@@ -159,6 +159,9 @@ GenerationResult Generator::generate(const GenerateRequest& request,
 
   const double start = now_seconds();
   Tensor logits = prefill(request.prompt);
+  // The draft model reads the prompt as part of prompt processing, not in the first round (on
+  // another device, while the target's prefill runs).
+  if (drafter_ && request.max_tokens > 1) drafter_->prefill(request.prompt);
   // The first token comes from the prompt's last row: a verification of an empty draft. Fetching
   // that row waits for the device, so the prefill time includes all of its work.
   proposal_.tokens.clear();

@@ -17,6 +17,10 @@ void ChainedDrafter::reset() {
   for (Drafter* d : drafters_) d->reset();
 }
 
+void ChainedDrafter::prefill(std::span<const int32_t> prompt) {
+  for (Drafter* d : drafters_) d->prefill(prompt);
+}
+
 void ChainedDrafter::warm_up() {
   for (Drafter* d : drafters_) d->warm_up();
 }

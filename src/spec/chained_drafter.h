@@ -12,6 +12,7 @@ class ChainedDrafter final : public Drafter {
   explicit ChainedDrafter(std::vector<Drafter*> drafters) : drafters_(std::move(drafters)) {}
   std::string name() const override;
   void reset() override;
+  void prefill(std::span<const int32_t> prompt) override;
   void warm_up() override;
   void propose(std::span<const int32_t> context, int max_k, const SamplingParams& params,
                DraftProposal& out) override;

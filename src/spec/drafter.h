@@ -33,6 +33,10 @@ class Drafter {
   virtual std::string name() const = 0;
   // Forgets any state from a previous request.
   virtual void reset() {}
+  // Reads a fresh request's prompt ahead of the first proposal, as part of prompt processing
+  // (a drafter with a model runs it through the model; propose would otherwise do it in the
+  // first round). Optional: propose always catches up on whatever is missing.
+  virtual void prefill(std::span<const int32_t> /*prompt*/) {}
   // Proposes up to `max_k` tokens that continue `context` (prompt + committed output). The
   // drafter keeps itself in sync with the context (for example by rolling back its own KV
   // cache to the longest common prefix), so it needs no separate commit call.

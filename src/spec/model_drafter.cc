@@ -50,6 +50,31 @@ void ModelDrafter::warm_up() {
   reset();
 }
 
+Tensor ModelDrafter::forward_rows(std::span<const int32_t> context, size_t begin, size_t end,
+                                  size_t chunk, bool logits_of_last) {
+  Tensor logits;
+  while (begin < end) {
+    const size_t stop = std::min(end, begin + chunk);
+    const int rows = static_cast<int>(stop - begin);
+    std::iota(positions_.begin(), positions_.begin() + rows, static_cast<int32_t>(begin));
+    int32_t last = rows - 1;
+    ForwardBatch batch{rows, context.data() + begin, positions_.data()};
+    batch.logit_rows = &last;
+    batch.n_logit_rows = logits_of_last && stop == end ? 1 : 0;
+    logits = model_.forward(batch, kv_);
+    cached_.insert(cached_.end(), context.begin() + begin, context.begin() + stop);
+    begin = stop;
+  }
+  kv_.set_length(0, static_cast<int>(cached_.size()));
+  return logits;
+}
+
+void ModelDrafter::prefill(std::span<const int32_t> prompt) {
+  if (!cached_.empty()) return;  // a context already begun: propose catches up on the rest
+  kv_.truncate(0, 0);
+  forward_rows(prompt, 0, prompt.size(), model_.limits().max_rows, false);
+}
+
 Tensor ModelDrafter::catch_up(std::span<const int32_t> context, double* prefill_seconds) {
   size_t common = 0;
   const size_t limit = std::min(cached_.size(), context.size() - 1);  // re-run at least one
@@ -61,25 +86,10 @@ Tensor ModelDrafter::catch_up(std::span<const int32_t> context, double* prefill_
   // holds exactly what prefill + one-row decoding would.
   const size_t n = context.size();
   const size_t prefill_end = common == 0 ? n - 1 : common;
-  const int prefill_chunk = model_.limits().max_rows;
-  Tensor logits;
   const double start = now_seconds();
-  for (size_t begin = common; begin < n;) {
-    if (begin == prefill_end && common == 0) *prefill_seconds = now_seconds() - start;
-    const size_t chunk = begin < prefill_end ? prefill_chunk : kSmallBatch;
-    const size_t end = std::min({n, begin + chunk, begin < prefill_end ? prefill_end : n});
-    const int rows = static_cast<int>(end - begin);
-    std::iota(positions_.begin(), positions_.begin() + rows, static_cast<int32_t>(begin));
-    int32_t last = rows - 1;
-    ForwardBatch batch{rows, context.data() + begin, positions_.data()};
-    batch.logit_rows = &last;
-    batch.n_logit_rows = end == n ? 1 : 0;
-    logits = model_.forward(batch, kv_);
-    cached_.insert(cached_.end(), context.begin() + begin, context.begin() + end);
-    begin = end;
-  }
-  kv_.set_length(0, static_cast<int>(cached_.size()));
-  return logits;
+  forward_rows(context, common, prefill_end, model_.limits().max_rows, false);
+  if (common == 0) *prefill_seconds = now_seconds() - start;
+  return forward_rows(context, prefill_end, n, kSmallBatch, true);
 }
 
 int32_t ModelDrafter::choose(const float* logits, const SamplingParams& params, int64_t position,

@@ -18,6 +18,7 @@ class ModelDrafter final : public Drafter {
   std::string name() const override { return "draft"; }
   void reset() override;
   void warm_up() override;
+  void prefill(std::span<const int32_t> prompt) override;
   void propose(std::span<const int32_t> context, int max_k, const SamplingParams& params,
                DraftProposal& out) override;
   bool uses_model() const override { return true; }
@@ -27,6 +28,10 @@ class ModelDrafter final : public Drafter {
   // the context through the draft; returns the last row's logits. Sets *prefill_seconds to the
   // time of prefilling a fresh context (0 when there was none).
   Tensor catch_up(std::span<const int32_t> context, double* prefill_seconds);
+  // Runs context[begin, end) through the draft in forwards of at most `chunk` rows, appending
+  // the tokens to `cached_`; returns the logits of the last row when `logits_of_last`.
+  Tensor forward_rows(std::span<const int32_t> context, size_t begin, size_t end, size_t chunk,
+                      bool logits_of_last);
   // Picks the next draft token from `logits`; writes q into `probs` ([vocab]) when sampling.
   int32_t choose(const float* logits, const SamplingParams& params, int64_t position, float* probs,
                  float* top_prob);
