@@ -88,18 +88,20 @@ double streaming_read_gbps(StreamingRead& reader, int threads) {
   return StreamingRead::kPiece / median / 1e9;
 }
 
+// Weight matrices [n, k] of the Qwen3-0.6B shape: gate/up, down, and the LM head.
+struct WeightShape {
+  int64_t n, k;
+};
+constexpr WeightShape kQwen3Shapes[] = {{3072, 1024}, {1024, 3072}, {151936, 1024}};
+
 // Matmul calls alternate with streaming-read pieces, so both come from the same minutes of a
 // machine whose bandwidth drifts; "ratio" is the median over adjacent (read, matmul) pairs of
 // matmul GB/s / read GB/s.
 void bench_matmul(CpuBackend& backend, StreamingRead& reader, bool all_dtypes) {
-  struct Shape {
-    int64_t n, k;
-  };
-  const Shape shapes[] = {{3072, 1024}, {1024, 3072}, {151936, 1024}};
   const DType dtypes[] = {DType::kBF16, DType::kF16, DType::kF32};
   for (DType dtype : dtypes) {
     if (!all_dtypes && dtype != DType::kBF16) continue;
-    for (const Shape& s : shapes) {
+    for (const WeightShape& s : kQwen3Shapes) {
       const size_t w_bytes = static_cast<size_t>(s.n * s.k) * dtype_size(dtype);
       const size_t copies = std::max<size_t>(1, kColdBytes / w_bytes);
       std::vector<DeviceBuffer> weights;
@@ -150,12 +152,8 @@ void bench_matmul(CpuBackend& backend, StreamingRead& reader, bool all_dtypes) {
 // rows 56 bytes past a cache line, as in the random Qwen3-0.6B checkpoint), the two taking turns
 // call by call; "mapped / placed" = median over adjacent pairs of the ratio of their times.
 void bench_matmul_placement(CpuBackend& backend) {
-  struct Shape {
-    int64_t n, k;
-  };
-  const Shape shapes[] = {{3072, 1024}, {1024, 3072}, {151936, 1024}};
   constexpr size_t kPage = size_t{2} << 20, kOffset = 56;
-  for (const Shape& s : shapes) {
+  for (const WeightShape& s : kQwen3Shapes) {
     const size_t w_bytes = static_cast<size_t>(s.n * s.k) * 2;
     const size_t copies = std::max<size_t>(1, kColdBytes / w_bytes);
     const size_t mapped_bytes = (w_bytes + kOffset + kPage - 1) / kPage * kPage;
@@ -181,8 +179,8 @@ void bench_matmul_placement(CpuBackend& backend) {
         const double t0 = now_seconds();
         backend.matmul(xt, placed[c].view(DType::kBF16, s.n, s.k), nullptr, yt, false);
         const double t1 = now_seconds();
-        backend.matmul(xt, Tensor::make(mapped[c].get() + kOffset, DType::kBF16, s.n, s.k),
-                       nullptr, yt, false);
+        backend.matmul(xt, Tensor::make(mapped[c].get() + kOffset, DType::kBF16, s.n, s.k), nullptr,
+                       yt, false);
         const double t2 = now_seconds();
         if (call < 0) continue;
         t_placed.push_back(t1 - t0);

@@ -85,8 +85,9 @@ LoadedModel load_model(const LoadOptions& options) {
   quant.progress = options.progress;
   loaded.model =
       std::make_unique<Transformer>(*loaded.backend, loaded.config, loaded.store, limits, quant);
-  // Every weight now has a copy of its own (on the GPU, or aligned on the CPU): the mapped
-  // files' pages need not stay in this process's memory (reads would fault them back in).
+  // Every weight now has a copy of its own (on the GPU, or aligned on the CPU), and the binder
+  // has dropped each copied tensor's whole pages; this drops the rest of the files (pages two
+  // tensors share, headers, tensors the model does not use). Reads would fault them back in.
   if (device.kind != DeviceKind::kCpu || !options.map_weights) loaded.store.release_pages();
   KvCacheShape shape;
   shape.n_layers = loaded.config.n_layers;
