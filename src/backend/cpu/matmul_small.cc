@@ -71,9 +71,11 @@ HWY_INLINE void Finish(const MatmulArgs& a, int64_t m0, int64_t n0, int64_t n_st
   }
 }
 
-// Computes rows [m0, m0 + MR) x columns n0 + j * n_step for j < NR.
+// Computes rows [m0, m0 + MR) x columns n0 + j * n_step for j < NR. `next_rows`: an earlier row
+// tile already brought these columns' weights into cache, so the prefetches fetch the next
+// weight rows instead (the walk's next columns), keeping DRAM busy while this tile computes.
 template <int MR, int NR, typename W>
-HWY_INLINE void Tile(const MatmulArgs& a, int64_t m0, int64_t n0, int64_t n_step) {
+HWY_INLINE void Tile(const MatmulArgs& a, int64_t m0, int64_t n0, int64_t n_step, bool next_rows) {
   const hn::ScalableTag<float> d;
   using V = hn::Vec<decltype(d)>;
   const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
@@ -99,11 +101,10 @@ HWY_INLINE void Tile(const MatmulArgs& a, int64_t m0, int64_t n0, int64_t n_step
   // not change the arithmetic).
   constexpr int64_t kLineSteps = HWY_MAX(1, 64 / static_cast<int64_t>(hn::MaxLanes(d) * sizeof(W)));
   constexpr int64_t kAhead = kPrefetchBytes / static_cast<int64_t>(sizeof(W));
+  const int64_t ahead = next_rows ? a.w_stride : kAhead;
   int64_t k = 0;
   for (; k + kLineSteps * lanes <= k_vec; k += kLineSteps * lanes) {
-    if (kPrefetchBytes > 0) {
-      for (int j = 0; j < NR; ++j) hwy::Prefetch(w[j] + k + kAhead);
-    }
+    for (int j = 0; j < NR; ++j) hwy::Prefetch(w[j] + k + ahead);
     for (int64_t u = 0; u < kLineSteps; ++u) step(k + u * lanes);
   }
   for (; k < k_vec; k += lanes) step(k);
@@ -115,9 +116,11 @@ HWY_INLINE void Tile(const MatmulArgs& a, int64_t m0, int64_t n0, int64_t n_step
 // pre-split by SplitX so that each chunk of 2L elements holds its L even elements, then its L odd
 // ones. Every (row m, column n) result: one vector accumulator over the chunks, acc = w_even *
 // x_even + acc, then acc = w_odd * x_odd + acc; the fixed horizontal sum of SumOfLanes4; a scalar
-// sum of the k % 2L tail; + bias; y + result. Little-endian layout (x86-64, Arm).
+// sum of the k % 2L tail; + bias; y + result. Little-endian layout (x86-64, Arm). `next_rows` as
+// for Tile.
 template <int MR, int NR>
-HWY_INLINE void TileBf16(const MatmulArgs& a, int64_t m0, int64_t n0, int64_t n_step) {
+HWY_INLINE void TileBf16(const MatmulArgs& a, int64_t m0, int64_t n0, int64_t n_step,
+                         bool next_rows) {
   const hn::ScalableTag<float> d;
   const hn::RebindToUnsigned<decltype(d)> du;
   using V = hn::Vec<decltype(d)>;
@@ -154,9 +157,10 @@ HWY_INLINE void TileBf16(const MatmulArgs& a, int64_t m0, int64_t n0, int64_t n_
   // Steps per 64-byte line of weights, with one prefetch per weight row and line.
   constexpr int64_t kLineSteps = HWY_MAX(1, 64 / static_cast<int64_t>(hn::MaxLanes(d) * 4));
   constexpr int64_t kAhead = kPrefetchBytes / 2;
+  const int64_t ahead = next_rows ? a.w_stride : kAhead;
   int64_t k = 0;
   for (; k + kLineSteps * 2 * lanes <= k_vec; k += kLineSteps * 2 * lanes) {
-    for (int j = 0; j < NR; ++j) hwy::Prefetch(w[j] + k + kAhead);
+    for (int j = 0; j < NR; ++j) hwy::Prefetch(w[j] + k + ahead);
     for (int64_t u = 0; u < kLineSteps; ++u) step(k + u * 2 * lanes);
   }
   for (; k < k_vec; k += 2 * lanes) step(k);
@@ -171,21 +175,22 @@ HWY_INLINE void ColumnsBf16(const MatmulArgs& a, int64_t n0, int64_t n_step, int
   int64_t m0 = 0;
   for (int64_t t = 0; t < tiles; ++t) {
     const int64_t rows = (a.m - m0 + (tiles - t) - 1) / (tiles - t);
+    const bool next_rows = t > 0;
     switch (rows) {
       case 5:
-        TileBf16<5, NR>(a, m0, n0, n_step);
+        TileBf16<5, NR>(a, m0, n0, n_step, next_rows);
         break;
       case 4:
-        TileBf16<4, NR>(a, m0, n0, n_step);
+        TileBf16<4, NR>(a, m0, n0, n_step, next_rows);
         break;
       case 3:
-        TileBf16<3, NR>(a, m0, n0, n_step);
+        TileBf16<3, NR>(a, m0, n0, n_step, next_rows);
         break;
       case 2:
-        TileBf16<2, NR>(a, m0, n0, n_step);
+        TileBf16<2, NR>(a, m0, n0, n_step, next_rows);
         break;
       default:
-        TileBf16<1, NR>(a, m0, n0, n_step);
+        TileBf16<1, NR>(a, m0, n0, n_step, next_rows);
         break;
     }
     m0 += rows;
@@ -198,18 +203,21 @@ HWY_INLINE void Columns(const MatmulArgs& a, int64_t n0, int64_t n_step, int64_t
   if constexpr (std::is_same_v<W, hwy::bfloat16_t>) {
     ColumnsBf16<NR>(a, n0, n_step, max_rows);
   } else {
-    if (a.m == 1) return Tile<1, NR, W>(a, 0, n0, n_step);
+    if (a.m == 1) return Tile<1, NR, W>(a, 0, n0, n_step, false);
     int64_t m = 0;
-    for (; m + kTileRows <= a.m; m += kTileRows) Tile<kTileRows, NR, W>(a, m, n0, n_step);
+    for (; m + kTileRows <= a.m; m += kTileRows) {
+      Tile<kTileRows, NR, W>(a, m, n0, n_step, m > 0);
+    }
+    const bool next_rows = m > 0;
     switch (a.m - m) {
       case 3:
-        Tile<3, NR, W>(a, m, n0, n_step);
+        Tile<3, NR, W>(a, m, n0, n_step, next_rows);
         break;
       case 2:
-        Tile<2, NR, W>(a, m, n0, n_step);
+        Tile<2, NR, W>(a, m, n0, n_step, next_rows);
         break;
       case 1:
-        Tile<1, NR, W>(a, m, n0, n_step);
+        Tile<1, NR, W>(a, m, n0, n_step, next_rows);
         break;
       default:
         break;
