@@ -169,7 +169,7 @@ HWY_INLINE void TileBf16(const MatmulArgs& a, int64_t m0, int64_t n0, int64_t n_
 
 // All rows of bf16 columns n0 + j * n_step, j < NR: row tiles of at most max_rows (<= 5) rows,
 // sized as evenly as possible, smaller ones first (M = 5: 2 + 3 rows), so that the later tiles,
-// which prefetch the next weight rows, last longer (1-3% faster at 5 rows than 3 + 2).
+// which prefetch the next weight rows, last longer (0-5% faster at 5 rows than 3 + 2).
 template <int NR>
 HWY_INLINE void ColumnsBf16(const MatmulArgs& a, int64_t n0, int64_t n_step, int64_t max_rows) {
   const int64_t tiles = (a.m + max_rows - 1) / max_rows;
