@@ -237,8 +237,9 @@ void Walk(const MatmulArgs& a, int64_t n_begin, int64_t n_end, int64_t max_rows 
 
 // The bf16 tile shape for M rows: register tiles of up to R rows x NR columns keep R * NR
 // accumulators, NR weight vectors and one x vector in registers. With 16 registers: 1-2 rows x 4
-// columns, else up to 4 x 3 (M = 5 as 2 + 3 rows: 1.15x faster than 5 x 2 on Zen 3, hot
-// weights); each accumulator takes two dependent multiply-adds per chunk.
+// columns, else up to 4 x 3 (M = 5 as two tiles of 2 and 3 rows; 3 + 2 was 1.15x faster than
+// one 5 x 2 tile on Zen 3, hot weights); each accumulator takes two dependent multiply-adds per
+// chunk.
 void RunBf16(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
 #if HWY_TARGET <= HWY_AVX3
   Walk<4, hwy::bfloat16_t>(a, n_begin, n_end, 5);  // 32 registers: up to 5 x 4 accumulators
