@@ -237,9 +237,10 @@ void Walk(const MatmulArgs& a, int64_t n_begin, int64_t n_end, int64_t max_rows 
 
 // The bf16 tile shape for M rows: register tiles of up to R rows x NR columns keep R * NR
 // accumulators, NR weight vectors and one x vector in registers. With 16 registers: 1-2 rows x 4
-// columns, else up to 4 x 3 (M = 5 as two tiles of 2 and 3 rows; 3 + 2 was 1.15x faster than
-// one 5 x 2 tile on Zen 3, hot weights); each accumulator takes two dependent multiply-adds per
-// chunk.
+// columns, else up to 4 x 3 (M = 5 as two tiles of 2 and 3 rows; one 5 x 2 tile, even with x kept
+// in registers, was no faster on Zen 3 with hot weights and 2-21% slower from DRAM:
+// bench/results/cpu_small-m-tiles-tried_2026-11-28.txt); each accumulator takes two dependent
+// multiply-adds per chunk.
 void RunBf16(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
 #if HWY_TARGET <= HWY_AVX3
   Walk<4, hwy::bfloat16_t>(a, n_begin, n_end, 5);  // 32 registers: up to 5 x 4 accumulators
