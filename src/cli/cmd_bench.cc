@@ -1,6 +1,7 @@
 // `specd bench`: plain decoding and each speculative mode on the same prompts, side by side,
 // with decode speed as a fraction of the memory-bandwidth roofline measured in the same run.
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -253,6 +254,7 @@ void run_bench(BenchOptions& o) {
     accumulate(r, result.stats);
   };
   for (size_t m = 0; m < modes.size(); ++m) results[m].mode = modes[m];
+  const bool progress = !o.json && isatty(fileno(stderr));  // a counter only on a terminal
   if (o.concurrency > 0) {
     // One batch run per mode, all prompts in flight together.
     for (size_t m = 0; m < modes.size(); ++m) {
@@ -287,7 +289,7 @@ void run_bench(BenchOptions& o) {
       Generator(*target.model, *target.kv, drafter, mode_options(modes[m]).lengths()).warm_up();
     }
     for (size_t i = 0; i < prompts.size(); ++i) {
-      if (!o.json) std::fprintf(stderr, "\rprompt %zu / %zu", i + 1, prompts.size());
+      if (progress) std::fprintf(stderr, "\rprompt %zu / %zu", i + 1, prompts.size());
       params.seed = o.seed + i;
       for (size_t turn = 0; turn < modes.size(); ++turn) {
         // Plain decoding first (the oracle and the comparison need its output), then the other
@@ -308,7 +310,7 @@ void run_bench(BenchOptions& o) {
     }
   }
   if (!o.json) {
-    if (o.concurrency == 0) std::fprintf(stderr, "\n");
+    if (o.concurrency == 0 && progress) std::fprintf(stderr, "\n");
     for (const ModeResult& r : results)
       std::fprintf(stderr, "%-16s %8.2f tok/s\n", r.mode.c_str(), r.tok_s());
   }

@@ -80,6 +80,7 @@ void run_generate(GenerateOptions& o) {
   } else {
     if (detokenizer) std::fputs(detokenizer->flush().c_str(), stdout);
     std::printf("\n");
+    std::fflush(stdout);  // the text ends before the summary on stderr, also through a pipe
     std::fprintf(stderr,
                  "prompt %d tok at %.1f tok/s | generated %d tok at %.2f tok/s | spec %s: "
                  "acceptance length %.2f (%d/%d drafts accepted) | finish: %s\n",
