@@ -9,7 +9,8 @@
 int main(int argc, char** argv) {
   CLI::App app{
       "specd: fast, lossless LLM decoding on CPUs and NVIDIA GPUs.\n"
-      "Loads Hugging Face model directories (Llama, Qwen2, Qwen3, Mistral)."};
+      "Loads Hugging Face model directories (Llama, Qwen2, Qwen3, Mistral, Gemma 3 text) and\n"
+      "GGUF files; speculative decoding with a draft model, prompt lookup, or both."};
   app.require_subcommand(1);
   app.set_version_flag("--version", std::string("specd ") + SPECD_VERSION);
   specd::cli::register_generate_command(app);
