@@ -38,8 +38,8 @@ void SpecOptions::add_to(CLI::App& command, bool with_mode) {
   command.add_option("--ngram-max", ngram_max, "Longest suffix the n-gram drafter matches")
       ->check(CLI::Range(1, 64))
       ->capture_default_str();
-  command.add_option("--draft-device", draft_device, "Device of the draft model")
-      ->capture_default_str();
+  command.add_option("--draft-device", draft_device,
+                     "Device of the draft model: cpu, cuda or cuda:N (default: the target's)");
   add_quantize_option(command, "--draft-quantize", draft_quantize, "the draft model's");
 }
 
@@ -64,7 +64,7 @@ LoadedModel load_draft_model(const SpecOptions& options, const LoadOptions& targ
                          load_model_config(options.draft_dir));
   LoadOptions load = target_load;
   load.model_dir = options.draft_dir;
-  load.device = options.draft_device;
+  load.device = options.draft_device.empty() ? target_load.device : options.draft_device;
   load.quantize = options.draft_quantize;
   load.context = target_load.context + kSmallBatch;
   load.slots = slots;

@@ -22,7 +22,7 @@ struct SpecOptions {
   double draft_p_min = 0.0;
   int ngram_min = 1;
   int ngram_max = 4;
-  std::string draft_device = "cpu";
+  std::string draft_device;                         // empty: the target's device
   WeightQuant draft_quantize = WeightQuant::kNone;  // --draft-quantize
 
   // Adds the options; --spec only when `with_mode` (bench takes a list of modes instead).
