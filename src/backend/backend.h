@@ -10,6 +10,7 @@
 
 #include "backend/tensor.h"
 #include "core/activation.h"
+#include "core/error.h"
 
 namespace specd {
 
@@ -95,6 +96,21 @@ struct MatmulPart {
   const Tensor* w = nullptr;
   const Tensor* bias = nullptr;  // or nullptr
   Tensor* y = nullptr;
+};
+
+// An RMSNorm folded into the ops on either side of it: the op that writes the residual stream r
+// (fold_norm, matmul_norm_out, gated_matmul_norm_out) leaves rms_norm(r) in a form of the
+// backend's choosing, and the matmuls that read it (matmul_group_folded, gate_up_act_folded)
+// compute rms_norm(r, weight, eps) · wᵀ from that. The defaults write rms_norm(r) into scaled
+// (folded false); a GPU backend may instead write r ⊙ weight and partial sums of r² (folded true)
+// and scale each product row by the inverse RMS, which saves the norm's own kernel between
+// matmuls of a few rows.
+struct FoldedNorm {
+  const Tensor* weight = nullptr;  // [1, D] the norm's weight
+  float eps = 0.0f;
+  Tensor* scaled = nullptr;  // [R, D] f32
+  Tensor* sums = nullptr;    // [R, ceil(D / 16)] f32: the sums of r² over columns 16j .. 16j + 15
+  bool folded = false;       // set by the writing op: scaled and sums hold r ⊙ weight and sums
 };
 
 class Backend {
@@ -204,6 +220,38 @@ class Backend {
     }
     matmul(gate, w, bias, y, accumulate);
   }
+  // ---- folded RMSNorms (see FoldedNorm) ----
+  // `norm` of r ([R, D] f32).
+  virtual void fold_norm(const Tensor& r, FoldedNorm& norm) {
+    rms_norm(r, *norm.weight, norm.eps, *norm.scaled);
+    norm.folded = false;
+  }
+  // matmul(x, w, bias, y, true), then fold_norm(y, norm).
+  virtual void matmul_norm_out(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y,
+                               FoldedNorm& norm) {
+    matmul(x, w, bias, y, true);
+    fold_norm(y, norm);
+  }
+  // gated_matmul(act, gate, up, w, bias, y, true), then fold_norm(y, norm).
+  virtual void gated_matmul_norm_out(Activation act, Tensor& gate, const Tensor& up,
+                                     const Tensor& w, const Tensor* bias, Tensor& y,
+                                     FoldedNorm& norm) {
+    gated_matmul(act, gate, up, w, bias, y, true);
+    fold_norm(y, norm);
+  }
+  // matmul_group of rms_norm(r) (`norm` as the op writing r left it). May rewrite norm.scaled
+  // into rms_norm(r) (then norm.folded becomes false).
+  virtual void matmul_group_folded(FoldedNorm& norm, std::span<const MatmulPart> parts) {
+    SPECD_CHECK(!norm.folded, "matmul_group_folded: a folded norm on a backend without folds");
+    matmul_group(*norm.scaled, parts);
+  }
+  // gate_up_act of rms_norm(r); false where it declines (then matmul_group_folded runs).
+  virtual bool gate_up_act_folded(Activation act, FoldedNorm& norm, const Tensor& w_gate,
+                                  const Tensor& w_up, Tensor& gate) {
+    SPECD_CHECK(!norm.folded, "gate_up_act_folded: a folded norm on a backend without folds");
+    return gate_up_act(act, *norm.scaled, w_gate, w_up, gate);
+  }
+
   // The attention inputs of one layer: rope on q ([M, n_heads * head_dim] f32) and on k, then k
   // and v into the cache. The default runs rope, rope and store_kv; a GPU backend fuses them.
   virtual void rope_store_kv(Tensor& q, Tensor& k, const Tensor& v, int n_heads,

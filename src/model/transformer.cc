@@ -56,6 +56,7 @@ Transformer::Transformer(Backend& backend, ModelConfig config, const TensorStore
   attn_ = f32(config_.q_dim());
   gate_ = f32(config_.intermediate_size);
   up_ = f32(config_.intermediate_size);
+  norm_sums_ = f32((config_.hidden_size + 15) / 16);
   normed_ = backend_.alloc(static_cast<size_t>(limits_.max_logit_rows) * config_.hidden_size * 4);
   logits_ = backend_.alloc(static_cast<size_t>(limits_.max_logit_rows) * config_.vocab_size * 4);
 }
@@ -159,6 +160,10 @@ Tensor Transformer::forward(const ForwardBatch& batch, KvCache& kv) {
   Tensor q = act(q_, c.q_dim()), k = act(k_, c.kv_dim()), v = act(v_, c.kv_dim());
   Tensor attn = act(attn_, c.q_dim());
   Tensor gate = act(gate_, c.intermediate_size), up = act(up_, c.intermediate_size);
+  Tensor norm_sums = act(norm_sums_, (c.hidden_size + 15) / 16);
+  // The RMSNorms before attention and MLP, folded into the ops around them (Backend::fold_norm):
+  // each is written by the op that updates x and read by the matmuls that follow.
+  auto folded = [&](const Tensor& weight) { return FoldedNorm{&weight, eps, &h, &norm_sums}; };
   auto bias = [](const Tensor& t) { return t.data ? &t : nullptr; };
   auto capture = [&](int layer) {
     for (size_t i = 0; i < capture_layers_.size(); ++i) {
@@ -174,15 +179,16 @@ Tensor Transformer::forward(const ForwardBatch& batch, KvCache& kv) {
     backend_.embedding(index_view(0), weights_.embed, x);
     if (c.embed_scale != 0.0f) backend_.scale(x, c.embed_scale);
     capture(0);
+    FoldedNorm input_norm = folded(weights_.layers[0].input_norm);
+    backend_.fold_norm(x, input_norm);
     for (int l = 0; l < c.n_layers; ++l) {
       const LayerWeights& w = weights_.layers[l];
       const KvLayerView cache = kv.layer(l);
       const bool sliding = c.is_sliding(l);
       const RopeTable& rope = sliding ? rope_local_ : rope_;
-      backend_.rms_norm(x, w.input_norm, eps, h);
       const MatmulPart qkv[] = {
           {&w.wq, bias(w.bq), &q}, {&w.wk, bias(w.bk), &k}, {&w.wv, bias(w.bv), &v}};
-      backend_.matmul_group(h, qkv);
+      backend_.matmul_group_folded(input_norm, qkv);
       if (c.qk_norm) {
         Tensor q_heads = q.reshape_cols(c.head_dim), k_heads = k.reshape_cols(c.head_dim);
         backend_.rms_norm(q_heads, w.q_norm, eps, q_heads);
@@ -192,33 +198,49 @@ Tensor Transformer::forward(const ForwardBatch& batch, KvCache& kv) {
       AttentionRows layer_rows = rows;
       layer_rows.window = sliding ? c.sliding_window : 0;
       backend_.attention(q, c.n_heads, cache, layer_rows, scale, attn);
+      FoldedNorm post_norm = folded(w.post_norm);
       if (c.gemma_norms) {  // x += norm(attn · woᵀ)
         backend_.matmul(attn, w.wo, bias(w.bo), h, false);
         backend_.rms_norm(h, w.attn_out_norm, eps, h);
         backend_.add(h, x);
+        backend_.fold_norm(x, post_norm);
       } else {
-        backend_.matmul(attn, w.wo, bias(w.bo), x, true);
+        backend_.matmul_norm_out(attn, w.wo, bias(w.bo), x, post_norm);
       }
-      backend_.rms_norm(x, w.post_norm, eps, h);
       // gate = act(h · w_gateᵀ) * (h · w_upᵀ), fused by the backend where it can.
-      const bool activated = bias(w.b_gate) == nullptr && bias(w.b_up) == nullptr &&
-                             backend_.gate_up_act(c.hidden_act, h, w.w_gate, w.w_up, gate);
+      const bool activated =
+          bias(w.b_gate) == nullptr && bias(w.b_up) == nullptr &&
+          backend_.gate_up_act_folded(c.hidden_act, post_norm, w.w_gate, w.w_up, gate);
       if (!activated) {
         const MatmulPart gate_up[] = {{&w.w_gate, bias(w.b_gate), &gate},
                                       {&w.w_up, bias(w.b_up), &up}};
-        backend_.matmul_group(h, gate_up);
+        backend_.matmul_group_folded(post_norm, gate_up);
       }
-      // x += mlp, or x += norm(mlp) (gemma_norms, with h as the scratch).
-      Tensor& mlp = c.gemma_norms ? h : x;
+      // x += mlp and the next layer's input norm, or x += norm(mlp) (gemma_norms, with h as the
+      // scratch). The last layer's x goes to the final norm.
+      const bool last = l + 1 == c.n_layers;
+      if (!last) input_norm = folded(weights_.layers[l + 1].input_norm);
+      if (c.gemma_norms || last) {
+        Tensor& mlp = c.gemma_norms ? h : x;
+        if (activated) {
+          backend_.matmul(gate, w.w_down, bias(w.b_down), mlp, !c.gemma_norms);
+        } else {
+          backend_.gated_matmul(c.hidden_act, gate, up, w.w_down, bias(w.b_down), mlp,
+                                !c.gemma_norms);
+        }
+        if (c.gemma_norms) {
+          backend_.rms_norm(h, w.ffn_out_norm, eps, h);
+          backend_.add(h, x);
+        }
+        capture(l + 1);
+        if (!last) backend_.fold_norm(x, input_norm);
+        continue;
+      }
       if (activated) {
-        backend_.matmul(gate, w.w_down, bias(w.b_down), mlp, !c.gemma_norms);
+        backend_.matmul_norm_out(gate, w.w_down, bias(w.b_down), x, input_norm);
       } else {
-        backend_.gated_matmul(c.hidden_act, gate, up, w.w_down, bias(w.b_down), mlp,
-                              !c.gemma_norms);
-      }
-      if (c.gemma_norms) {
-        backend_.rms_norm(h, w.ffn_out_norm, eps, h);
-        backend_.add(h, x);
+        backend_.gated_matmul_norm_out(c.hidden_act, gate, up, w.w_down, bias(w.b_down), x,
+                                       input_norm);
       }
       capture(l + 1);
     }

@@ -87,6 +87,7 @@ class Transformer {
   // picked logit rows
   DeviceBuffer indices_;
   DeviceBuffer x_, h_, q_, k_, v_, attn_, gate_, up_, normed_, logits_, captured_;
+  DeviceBuffer norm_sums_;  // [max_rows, ceil(hidden / 16)] f32: folded norms' sums
 };
 
 }  // namespace specd

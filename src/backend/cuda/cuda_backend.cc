@@ -93,6 +93,7 @@ CudaBackend::CudaBackend(int device_index) : index_(device_index) {
   graphs_ = env_switch("SPECD_CUDA_GRAPHS");
   int_mma_ = env_switch("SPECD_CUDA_INT_MMA");
   fuse_gate_ = env_switch("SPECD_CUDA_FUSE_GATE");
+  fold_norms_ = env_switch("SPECD_CUDA_FOLD_NORMS");
   sampling_ = env_switch("SPECD_CUDA_SAMPLING");
   prefill_attention_ = env_switch("SPECD_PREFILL_ATTENTION");
 #if SPECD_WITH_CUBLASLT
@@ -368,13 +369,18 @@ bool CudaBackend::gate_up_act(Activation act, const Tensor& x, const Tensor& w_g
                               const Tensor& w_up, Tensor& gate) {
   // bf16 with few rows: the small-M kernel multiplies 8 gate rows and the 8 matching up rows in
   // one tile and writes act(gate) * up as the tile finishes, which saves the silu_mul kernel.
-  if (!fuse_gate_ || x.rows == 0 || x.rows > kSmallBatch) return false;
-  const MatmulPart parts[] = {{&w_gate, nullptr, &gate}, {&w_up, nullptr, &gate}};
-  const cuda::MatmulGroup separate = make_group(x, parts, false);
-  const cuda::MatmulGroup pair = cuda::gate_up_pair_group(act, separate.part[0], separate.part[1]);
+  const cuda::MatmulGroup pair = gate_up_pair(act, x, w_gate, w_up, gate);
   if (pair.count == 0) return false;
   run_small(pair);
   return true;
+}
+
+cuda::MatmulGroup CudaBackend::gate_up_pair(Activation act, const Tensor& x, const Tensor& w_gate,
+                                            const Tensor& w_up, Tensor& gate) const {
+  if (!fuse_gate_ || x.rows == 0 || x.rows > kSmallBatch) return {};
+  const MatmulPart parts[] = {{&w_gate, nullptr, &gate}, {&w_up, nullptr, &gate}};
+  const cuda::MatmulGroup separate = make_group(x, parts, false);
+  return cuda::gate_up_pair_group(act, separate.part[0], separate.part[1]);
 }
 
 void CudaBackend::gated_matmul(Activation act, Tensor& gate, const Tensor& up, const Tensor& w,
@@ -382,21 +388,30 @@ void CudaBackend::gated_matmul(Activation act, Tensor& gate, const Tensor& up, c
   // int8/int4 with few rows on tensor cores: x is quantised first anyway, and that kernel reads
   // act(gate) * up itself, which saves the silu_mul kernel. (bf16: combining them inside the
   // matmul's x loads, once per tile, made H100 decode 28% slower; not done.)
-  if (fuse_gate_ && cuda::int_quant_dtype(w.dtype) && up.rows > 0 && up.rows <= kSmallBatch) {
-    check_device("gated_matmul", index_, {&gate});
-    op_checks::silu_mul(gate, up, gate);  // the shapes (gelu_tanh_mul's are the same)
-    const MatmulPart part{&w, bias, &y};
-    cuda::MatmulGroup group = make_group(up, std::span<const MatmulPart>(&part, 1), accumulate);
-    cuda::MatmulArgs& a = group.part[0];
-    a.gate = gate.ptr<const float>();
-    a.gate_stride = gate.stride;
-    a.gate_act = act;
-    if (cuda::small_gate_fusable(a) && int_tensor_cores(group)) {
-      run_small(group);
-      return;
-    }
+  const cuda::MatmulGroup group = gated_int_group(act, gate, up, w, bias, y, accumulate);
+  if (group.count > 0) {
+    run_small(group);
+    return;
   }
   Backend::gated_matmul(act, gate, up, w, bias, y, accumulate);
+}
+
+cuda::MatmulGroup CudaBackend::gated_int_group(Activation act, Tensor& gate, const Tensor& up,
+                                               const Tensor& w, const Tensor* bias, Tensor& y,
+                                               bool accumulate) const {
+  if (!fuse_gate_ || !cuda::int_quant_dtype(w.dtype) || up.rows == 0 || up.rows > kSmallBatch) {
+    return {};
+  }
+  check_device("gated_matmul", index_, {&gate});
+  op_checks::silu_mul(gate, up, gate);  // the shapes (gelu_tanh_mul's are the same)
+  const MatmulPart part{&w, bias, &y};
+  cuda::MatmulGroup group = make_group(up, std::span<const MatmulPart>(&part, 1), accumulate);
+  cuda::MatmulArgs& a = group.part[0];
+  a.gate = gate.ptr<const float>();
+  a.gate_stride = gate.stride;
+  a.gate_act = act;
+  if (!cuda::small_gate_fusable(a) || !int_tensor_cores(group)) return {};
+  return group;
 }
 
 void CudaBackend::run_gemm(const cuda::MatmulArgs& a, const void** x_bf16) {

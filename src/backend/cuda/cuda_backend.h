@@ -66,6 +66,16 @@ class CudaBackend final : public Backend {
                    Tensor* probs) override;
   bool verify_sampled(const Tensor& logits, const RowSampling& sampling, const SampledDraft& draft,
                       Tensor& ids) override;
+  // Folded RMSNorms (cuda_folded_norm.cc): up to 16 rows on the tensor-core matmuls, the writing
+  // matmul stores r ⊙ weight and per-tile sums of r², the reading one scales its rows.
+  void fold_norm(const Tensor& r, FoldedNorm& norm) override;
+  void matmul_norm_out(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y,
+                       FoldedNorm& norm) override;
+  void gated_matmul_norm_out(Activation act, Tensor& gate, const Tensor& up, const Tensor& w,
+                             const Tensor* bias, Tensor& y, FoldedNorm& norm) override;
+  void matmul_group_folded(FoldedNorm& norm, std::span<const MatmulPart> parts) override;
+  bool gate_up_act_folded(Activation act, FoldedNorm& norm, const Tensor& w_gate,
+                          const Tensor& w_up, Tensor& gate) override;
   void rope_store_kv(Tensor& q, Tensor& k, const Tensor& v, int n_heads, const RopeTable& table,
                      const KvLayerView& cache, const AttentionRows& rows) override;
   void attention(const Tensor& q, int n_heads, const KvLayerView& cache, const AttentionRows& rows,
@@ -94,6 +104,19 @@ class CudaBackend final : public Backend {
   void run_small(const cuda::MatmulGroup& group);
   // int8/int4 weights that the small-M tensor-core kernel takes (else the CUDA-core kernel).
   bool int_tensor_cores(const cuda::MatmulGroup& group) const;
+  // The gate/up pair group of gate_up_act (count 0 where it declines).
+  cuda::MatmulGroup gate_up_pair(Activation act, const Tensor& x, const Tensor& w_gate,
+                                 const Tensor& w_up, Tensor& gate) const;
+  // The group of gated_matmul's fused int8/int4 path (count 0 where it does not take it).
+  cuda::MatmulGroup gated_int_group(Activation act, Tensor& gate, const Tensor& up, const Tensor& w,
+                                    const Tensor* bias, Tensor& y, bool accumulate) const;
+  // A group of at most 16 rows that the tensor-core kernels (bf16, int8/int4) run, the ones
+  // whose tile epilogue folds norms.
+  bool folds_in_epilogue(const cuda::MatmulGroup& group) const;
+  // Checks `norm` against r's shape [rows, cols] and the device.
+  void check_folded(const char* op, int64_t rows, int64_t cols, const FoldedNorm& norm) const;
+  // norm.scaled = rms_norm(r) from its folded form (norm.folded becomes false).
+  void unfold(FoldedNorm& norm);
   // The bf16 GEMM of more than 16 rows: cuBLASLt when the build has it, else gemm.cu's kernel.
   // *x_bf16 holds the group's bf16 copy of x once made (nullptr before).
   void run_gemm(const cuda::MatmulArgs& a, const void** x_bf16);
@@ -109,6 +132,7 @@ class CudaBackend final : public Backend {
   // SPECD_CUDA_FUSE_GATE=0: the gated MLP's activation as its own kernel (gate_up_act declines;
   // gated_matmul runs silu_mul, then matmul).
   bool fuse_gate_ = true;
+  bool fold_norms_ = true;         // SPECD_CUDA_FOLD_NORMS=0: RMSNorms as their own kernels
   bool sampling_ = true;           // SPECD_CUDA_SAMPLING=0: sampled rows go to the host
   bool prefill_attention_ = true;  // SPECD_PREFILL_ATTENTION=0: prompt chunks on the decode kernel
   bool capturing_ = false;

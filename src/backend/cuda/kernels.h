@@ -20,6 +20,25 @@ void check(cudaError_t status, const char* what);
 
 // ---- launchers (all asynchronous on `stream`) ----
 
+// A folded RMSNorm (Backend's FoldedNorm) at the matmul that updates the residual stream r: after
+// y (= r) is stored, scaled = r ⊙ weight and sums[row, j] = Σ r[row, c]² over the tile's columns
+// 16j .. 16j + 15. Only on the small-M tensor-core kernels, one part, N = the norm's width.
+struct NormOut {
+  float* scaled = nullptr;  // [M, N] f32
+  int64_t scaled_stride = 0;
+  const void* weight = nullptr;  // [N]
+  DType weight_dtype = DType::kF32;
+  float* sums = nullptr;  // [M, ceil(N / 16)] f32; nullptr: no norm out
+  int64_t sums_stride = 0;
+};
+// A folded RMSNorm at a matmul that reads the scaled rows as x: every product row is multiplied
+// by 1 / sqrt(Σ_j sums[row, j] / cols + eps) before the bias.
+struct NormIn {
+  const float* sums = nullptr;  // [M, tiles] f32; nullptr: no norm in
+  int64_t sums_stride = 0, tiles = 0;
+  float cols = 0.0f, eps = 0.0f;
+};
+
 struct MatmulArgs {
   const float* x = nullptr;  // [M, K] f32
   int64_t x_stride = 0;
@@ -37,6 +56,8 @@ struct MatmulArgs {
   const float* gate = nullptr;  // [M, K] f32, row stride gate_stride
   int64_t gate_stride = 0;
   Activation gate_act = Activation::kSilu;
+  NormOut norm_out;
+  NormIn norm_in;
 };
 
 // Scratch the matmul launchers need, owned by the backend (grown, never shrunk).
@@ -140,6 +161,12 @@ void embedding(const int32_t* ids, int64_t m, const void* table, DType table_dty
 // kernel waits for them).
 void rms_norm(const float* x, int64_t x_stride, const void* weight, DType weight_dtype, float eps,
               float* y, int64_t y_stride, int64_t rows, int64_t cols, cudaStream_t stream);
+// A folded norm (NormOut) of r [rows, cols] f32 without a matmul: out.scaled and out.sums.
+void fold_norm(const float* r, int64_t r_stride, int64_t rows, int64_t cols, const NormOut& out,
+               cudaStream_t stream);
+// scaled [rows, cols] f32 (r ⊙ weight) *= each row's inverse RMS from in.sums: rms_norm(r).
+void unfold_norm(float* scaled, int64_t stride, int64_t rows, int64_t cols, const NormIn& in,
+                 cudaStream_t stream);
 void rope(float* x, int64_t stride, int64_t rows, int n_heads, int half, const int32_t* positions,
           const float* cos, const float* sin, int64_t table_stride, int64_t table_rows,
           cudaStream_t stream);

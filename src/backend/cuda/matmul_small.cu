@@ -267,6 +267,7 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
   extern __shared__ __align__(128) unsigned char rings[];
   __shared__ float reduce[kWarps][kMaxRows][kTileN];
   __shared__ bool last_block;
+  __shared__ float inv_rms[kMaxRows];    // a folded norm's (finish_tile)
   const MatmulArgs& a0 = group.part[0];  // x, m, k and the weight dtype are shared
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int g = lane >> 2, c = lane & 3;
@@ -310,6 +311,7 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
     }
     wait_for_inputs();
     allow_next_kernel();
+    prefetch_norm_sums(a0.norm_in, a0.m);
     stream.copy_first_x(ring + x_copy_at, slot, kStages - 1, walk);
   } else {
 #pragma unroll
@@ -319,6 +321,7 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
     }
     wait_for_inputs();
     allow_next_kernel();
+    prefetch_norm_sums(a0.norm_in, a0.m);
   }
 
   // With 9 to 16 rows: x rows g and g + 8 at the lane's k of a chunk's first half (the second
@@ -397,7 +400,7 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
     float total_p[4], total_q[4];
     sums.totals(total_p, total_q);
     finish_tile<kTwoTiles, kPair, true>(group, tile, total_p, total_q, reduce, last_block,
-                                        block_splits, partials, tickets);
+                                        block_splits, partials, tickets, inv_rms);
   }
   asm volatile("cp.async.wait_all;" ::: "memory");  // no copy may outlive the block
 }

@@ -208,6 +208,7 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
   using F = Format<kType>;
   __shared__ float reduce[kWarps][kMaxRows][kTileN];
   __shared__ bool last_block;
+  __shared__ float inv_rms[kMaxRows];    // a folded norm's (finish_tile)
   const MatmulArgs& a0 = group.part[0];  // x, m, k and the weight dtype are shared
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int g = lane >> 2, c = lane & 3;
@@ -268,6 +269,7 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
   Step<kType, kPer> w = steps > 0 ? load_step(rows, 0) : Step<kType, kPer>{};
   wait_for_inputs();
   allow_next_kernel();
+  prefetch_norm_sums(a0.norm_in, a0.m);
   const bool has0 = g < a0.m, has1 = g + 8 < a0.m;
   // x rows of the accumulator elements: 2c, 2c + 1 (acc0) and 2c + 8, 2c + 9 (acc1).
   const bool scaled[4] = {2 * c < a0.m, 2 * c + 1 < a0.m, 2 * c + 8 < a0.m, 2 * c + 9 < a0.m};
@@ -306,7 +308,7 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
       w = next;
     }
     finish_tile<kTwoTiles>(group, tile, acc0, acc1, reduce, last_block, block_splits, partials,
-                           tickets);
+                           tickets, inv_rms);
     rows = next_rows;
   }
 }

@@ -47,19 +47,58 @@ __device__ __forceinline__ TileSpot find_tile(const MatmulGroup& group, int64_t 
   return {p, (tile - (p == 0 ? 0 : group.tile_end[p - 1])) * kTileN};
 }
 
+// A folded norm's inverse RMS of x row `row` (NormIn), for the 16 threads of a half-warp that share
+// the row (col 0..15): each sums every 16th tile's partial in order, then a fixed shuffle tree.
+__device__ __forceinline__ float folded_inv_rms(const NormIn& in, int64_t m, int row, int col) {
+  float s = 0.0f;
+  if (row < m) {
+    for (int64_t j = col; j < in.tiles; j += kTileN)
+      s += __ldcg(in.sums + row * in.sums_stride + j);
+  }
+#pragma unroll
+  for (int o = kTileN / 2; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+  return rsqrtf(s / in.cols + in.eps);
+}
+
+// Pulls a folded norm's sums (NormIn) into L1 once the kernel has waited for the kernel writing
+// them, so that the first tile's epilogue finds them there.
+__device__ __forceinline__ void prefetch_norm_sums(const NormIn& in, int64_t m) {
+  if (in.sums == nullptr) return;
+  const int64_t lines = (in.tiles * 4 + 127) / 128;
+  if (threadIdx.x < m * lines) {
+    const float* p = in.sums + (threadIdx.x / lines) * in.sums_stride + threadIdx.x % lines * 32;
+    asm volatile("prefetch.global.L1 [%0];" ::"l"(p));
+  }
+}
+
+// y's new value `out` at (row, n) of a NormOut part (`weight`: the norm's weight at n): writes
+// scaled, and the tile's sum of squares of the row (a shuffle tree over the 16 threads of the
+// row; `write` false adds nothing).
+__device__ __forceinline__ void fold_norm_out(const NormOut& o, int64_t m, int row, int col,
+                                              int64_t n, int64_t n0, bool write, float out,
+                                              float weight) {
+  float sq = write ? out * out : 0.0f;
+  if (write) o.scaled[row * o.scaled_stride + n] = out * weight;
+#pragma unroll
+  for (int s = kTileN / 2; s > 0; s >>= 1) sq += __shfl_xor_sync(0xffffffffu, sq, s);
+  if (col == 0 && row < m) o.sums[row * o.sums_stride + n0 / kTileN] = sq;
+}
+
 // The end of a tile: acc0 and acc1 of every warp are added in warp order; when several blocks
 // share the tile (block_splits > 1), each publishes its sum and the last to finish adds them in
-// split order. Then bias, accumulate and the store into y (kPair: act(gate) * up instead).
-// Called by the whole block; `reduce` and `last_block` are the block's shared scratch.
-// Accumulator layout: with weights as the mma's A operand (kXAsA false), acc0 holds x rows 0-7
-// and acc1 x rows 8-15; with x as the A operand (kXAsA true), acc0 holds weight rows 0-7 and
-// acc1 weight rows 8-15, element e at x row g + 8 (e >= 2) and weight row 2c + (e & 1).
+// split order. Then a folded norm's inverse RMS (NormIn; the block's first tile computes it
+// into `inv_rms`, the later ones read it), bias, accumulate and the store into y (kPair: act(gate)
+// * up instead), and a folded norm's scaled rows and sums (NormOut). Called by the whole block;
+// `reduce` and `last_block` are the block's shared scratch. Accumulator layout: with weights as the
+// mma's A operand (kXAsA false), acc0 holds x rows 0-7 and acc1 x rows 8-15; with x as the A
+// operand (kXAsA true), acc0 holds weight rows 0-7 and acc1 weight rows 8-15, element e at x row g
+// + 8 (e >= 2) and weight row 2c + (e & 1).
 template <bool kTwoTiles, bool kPair = false, bool kXAsA = false>
 __device__ __forceinline__ void finish_tile(const MatmulGroup& group, int64_t tile,
                                             const float (&acc0)[4], const float (&acc1)[4],
                                             float (&reduce)[kWarps][kMaxRows][kTileN],
                                             bool& last_block, int block_splits, float* partials,
-                                            unsigned* tickets) {
+                                            unsigned* tickets, float (&inv_rms)[kMaxRows]) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int g = lane >> 2, c = lane & 3;
   const int64_t split = blockIdx.y;
@@ -68,6 +107,10 @@ __device__ __forceinline__ void finish_tile(const MatmulGroup& group, int64_t ti
   const TileSpot spot = find_tile<kPair>(group, tile);
   const MatmulArgs& a = group.part[spot.part];
   const int64_t n = spot.n0 + col;
+  // A folded norm's weight at n, loaded before the reduction so that its latency overlaps it.
+  const bool norm_out = !kPair && a.norm_out.sums != nullptr;
+  const float norm_weight =
+      norm_out && n < a.n ? load_f32(a.norm_out.weight, a.norm_out.weight_dtype, n) : 0.0f;
 
 #pragma unroll
   for (int e = 0; e < 4; ++e) {
@@ -89,12 +132,23 @@ __device__ __forceinline__ void finish_tile(const MatmulGroup& group, int64_t ti
   // A gate/up pair: the thread of gate column col takes the up value of column col + 8 (in its
   // warp) and writes act(gate) * up to column n0 + col.
   const bool write = kPair ? xr < a.m && col < kTileN / 2 && n < a.n : xr < a.m && n < a.n;
+  const NormIn& norm_in = group.part[0].norm_in;  // every part reads the same x
+  float row_inv_rms = 1.0f;
+  if (norm_in.sums != nullptr && tile < gridDim.x) {  // the block's first tile
+    row_inv_rms = folded_inv_rms(norm_in, a.m, xr, col);
+    if (col == 0) inv_rms[xr] = row_inv_rms;
+  } else if (norm_in.sums != nullptr) {
+    row_inv_rms = inv_rms[xr];
+  }
   auto store = [&](float value) {
+    if (norm_in.sums != nullptr) value *= row_inv_rms;
     if constexpr (kPair) {
       const float up = __shfl_down_sync(0xffffffffu, value, kTileN / 2);
       if (write) a.y[xr * a.y_stride + n] = gated(group.pair_act, value, up);
-    } else if (write) {
-      a.y[xr * a.y_stride + n] = epilogue(a, xr, n, value);
+    } else {
+      const float out = write ? epilogue(a, xr, n, value) : 0.0f;
+      if (write) a.y[xr * a.y_stride + n] = out;
+      if (norm_out) fold_norm_out(a.norm_out, a.m, xr, col, n, spot.n0, write, out, norm_weight);
     }
   };
   if (block_splits == 1) {
