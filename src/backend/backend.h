@@ -111,6 +111,9 @@ struct FoldedNorm {
   Tensor* scaled = nullptr;  // [R, D] f32
   Tensor* sums = nullptr;    // [R, ceil(D / 16)] f32: the sums of r² over columns 16j .. 16j + 15
   bool folded = false;       // set by the writing op: scaled and sums hold r ⊙ weight and sums
+  // A weight of the matmuls that will read the norm: a backend writes the folded form only where
+  // they can take it (else reading it would cost a kernel more than the norm). nullptr: none.
+  const Tensor* reader = nullptr;
 };
 
 class Backend {
@@ -223,6 +226,8 @@ class Backend {
   // ---- folded RMSNorms (see FoldedNorm) ----
   // `norm` of r ([R, D] f32).
   virtual void fold_norm(const Tensor& r, FoldedNorm& norm) {
+    SPECD_CHECK(norm.weight != nullptr && norm.scaled != nullptr,
+                "fold_norm: the folded norm lacks its weight or output");
     rms_norm(r, *norm.weight, norm.eps, *norm.scaled);
     norm.folded = false;
   }

@@ -163,7 +163,9 @@ Tensor Transformer::forward(const ForwardBatch& batch, KvCache& kv) {
   Tensor norm_sums = act(norm_sums_, (c.hidden_size + 15) / 16);
   // The RMSNorms before attention and MLP, folded into the ops around them (Backend::fold_norm):
   // each is written by the op that updates x and read by the matmuls that follow.
-  auto folded = [&](const Tensor& weight) { return FoldedNorm{&weight, eps, &h, &norm_sums}; };
+  auto folded = [&](const Tensor& weight, const Tensor& reader) {
+    return FoldedNorm{&weight, eps, &h, &norm_sums, false, &reader};
+  };
   auto bias = [](const Tensor& t) { return t.data ? &t : nullptr; };
   auto capture = [&](int layer) {
     for (size_t i = 0; i < capture_layers_.size(); ++i) {
@@ -179,7 +181,7 @@ Tensor Transformer::forward(const ForwardBatch& batch, KvCache& kv) {
     backend_.embedding(index_view(0), weights_.embed, x);
     if (c.embed_scale != 0.0f) backend_.scale(x, c.embed_scale);
     capture(0);
-    FoldedNorm input_norm = folded(weights_.layers[0].input_norm);
+    FoldedNorm input_norm = folded(weights_.layers[0].input_norm, weights_.layers[0].wq);
     backend_.fold_norm(x, input_norm);
     for (int l = 0; l < c.n_layers; ++l) {
       const LayerWeights& w = weights_.layers[l];
@@ -198,7 +200,7 @@ Tensor Transformer::forward(const ForwardBatch& batch, KvCache& kv) {
       AttentionRows layer_rows = rows;
       layer_rows.window = sliding ? c.sliding_window : 0;
       backend_.attention(q, c.n_heads, cache, layer_rows, scale, attn);
-      FoldedNorm post_norm = folded(w.post_norm);
+      FoldedNorm post_norm = folded(w.post_norm, w.w_gate);
       if (c.gemma_norms) {  // x += norm(attn · woᵀ)
         backend_.matmul(attn, w.wo, bias(w.bo), h, false);
         backend_.rms_norm(h, w.attn_out_norm, eps, h);
@@ -219,7 +221,7 @@ Tensor Transformer::forward(const ForwardBatch& batch, KvCache& kv) {
       // x += mlp and the next layer's input norm, or x += norm(mlp) (gemma_norms, with h as the
       // scratch). The last layer's x goes to the final norm.
       const bool last = l + 1 == c.n_layers;
-      if (!last) input_norm = folded(weights_.layers[l + 1].input_norm);
+      if (!last) input_norm = folded(weights_.layers[l + 1].input_norm, weights_.layers[l + 1].wq);
       if (c.gemma_norms || last) {
         Tensor& mlp = c.gemma_norms ? h : x;
         if (activated) {

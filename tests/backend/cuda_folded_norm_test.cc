@@ -2,7 +2,8 @@
 // double reference: every op that writes the folded form (fold_norm, matmul_norm_out,
 // gated_matmul_norm_out) with every op that reads it (matmul_group_folded, gate_up_act_folded,
 // and the unfolding path for weights the matmul epilogue cannot scale), bf16, int8 and int4
-// weights, 1 to 16 rows, and bit-exact batch invariance. Skips without a CUDA backend or GPU.
+// weights, 1 to 16 rows, and bit-exact batch invariance; readers that cannot scale their rows get
+// the normalised rows. Skips without a CUDA backend or GPU.
 #include <gtest/gtest.h>
 
 #include <vector>
@@ -57,8 +58,9 @@ class CudaFoldedNorm : public backend_test::CudaTest {
     n.sums = upload(n.sums_host);
     return n;
   }
-  static FoldedNorm& bind(Norm& n, const Tensor& weight) {
-    n.fold = FoldedNorm{&weight, kEps, &n.scaled, &n.sums};
+  // `reader`: a weight of the matmuls that will read the norm.
+  static FoldedNorm& bind(Norm& n, const Tensor& weight, const Tensor* reader) {
+    n.fold = FoldedNorm{&weight, kEps, &n.scaled, &n.sums, false, reader};
     return n.fold;
   }
 
@@ -90,7 +92,7 @@ TEST_F(CudaFoldedNorm, MatmulWrittenNormReadByMatmulsMatchesTheReference) {
       Tensor dr = upload(r);
       dr = dr.slice_rows(0, m);
       Norm norm = make_norm(m, d);
-      FoldedNorm& fold = bind(norm, dg);
+      FoldedNorm& fold = bind(norm, dg, &dw0);
       backend_->matmul_norm_out(dx.slice_rows(0, m), dw_out, nullptr, dr, fold);
       EXPECT_TRUE(fold.folded) << name(dtype) << " M=" << m;
       HostTensor y0(DType::kF32, m, n0), y1(DType::kF32, m, n1);
@@ -143,7 +145,7 @@ TEST_F(CudaFoldedNorm, StandaloneFoldReadByTheGateUpPairAndByUnscaledMatmuls) {
       for (int64_t c = 0; c < d; ++c) r_m.set(i, c, r.at(i, c));
     }
     Norm norm = make_norm(m, d);
-    FoldedNorm& fold = bind(norm, dg);
+    FoldedNorm& fold = bind(norm, dg, &dwg);
     backend_->fold_norm(dr.slice_rows(0, m), fold);
     ASSERT_TRUE(fold.folded);
     HostTensor act(DType::kF32, m, f);
@@ -179,7 +181,7 @@ TEST_F(CudaFoldedNorm, GatedDownProjectionWritesTheNorm) {
       Tensor dgate = upload(gate), dup = upload(up), dr = upload(r), dg = upload(g);
       Tensor dw_down = upload_weight(w_down.view()), dw = upload_weight(w.view());
       Norm norm = make_norm(m, d);
-      FoldedNorm& fold = bind(norm, dg);
+      FoldedNorm& fold = bind(norm, dg, &dw);
       backend_->gated_matmul_norm_out(Activation::kSilu, dgate, dup, dw_down, nullptr, dr, fold);
       EXPECT_TRUE(fold.folded) << name(dtype);
       HostTensor y(DType::kF32, m, n);
@@ -199,12 +201,38 @@ TEST_F(CudaFoldedNorm, GatedDownProjectionWritesTheNorm) {
   }
 }
 
+TEST_F(CudaFoldedNorm, ReadersThatCannotScaleGetTheNormedRows) {
+  // A reader weight the epilogue cannot scale (f32), or none: the writing op leaves rms_norm(r)
+  // itself (folded false), as the norm kernel would.
+  const int64_t d = 128;
+  HostTensor r = HostTensor(DType::kF32, 3, d).random(51);
+  HostTensor g = HostTensor(DType::kF32, 1, d).random(52, 0.5f, 1.5f);
+  HostTensor w32 = HostTensor(DType::kF32, 24, d).random(53, -0.1f, 0.1f);
+  Tensor dr = upload(r), dg = upload(g), dw32 = upload(w32);
+  for (const Tensor* reader : std::vector<const Tensor*>{&dw32, nullptr}) {
+    Norm norm = make_norm(3, d);
+    FoldedNorm& fold = bind(norm, dg, reader);
+    backend_->fold_norm(dr, fold);
+    EXPECT_FALSE(fold.folded);
+    HostTensor want(DType::kF32, 3, d);
+    reference::rms_norm(r.t(), g.t(), kEps, want.t());
+    EXPECT_LE(max_rel_error(download(norm.scaled, want).t(), want.t()), 1e-5);
+    HostTensor y(DType::kF32, 3, 24);
+    Tensor dy = upload(y);
+    const MatmulPart part{&dw32, nullptr, &dy};
+    backend_->matmul_group_folded(fold, std::span<const MatmulPart>(&part, 1));
+    EXPECT_LE(max_rel_error(download(dy, y).t(), reference_products(r, g, w32.t()).t()), 1e-5);
+  }
+}
+
 TEST_F(CudaFoldedNorm, RejectsMisshapenSums) {
   HostTensor r = HostTensor(DType::kF32, 2, 64).random(41);
   HostTensor g = HostTensor(DType::kF32, 1, 64).random(42);
+  HostTensor w = HostTensor(DType::kBF16, 32, 64).random(43);
   HostTensor scaled(DType::kF32, 2, 64), sums(DType::kF32, 2, 3);  // 4 tiles needed
-  Tensor dr = upload(r), dg = upload(g), dscaled = upload(scaled), dsums = upload(sums);
-  FoldedNorm fold{&dg, kEps, &dscaled, &dsums};
+  Tensor dr = upload(r), dg = upload(g), dw = upload(w), dscaled = upload(scaled);
+  Tensor dsums = upload(sums);
+  FoldedNorm fold{&dg, kEps, &dscaled, &dsums, false, &dw};
   EXPECT_THROW(backend_->fold_norm(dr, fold), Error);
 }
 

@@ -113,6 +113,9 @@ class CudaBackend final : public Backend {
   // A group of at most 16 rows that the tensor-core kernels (bf16, int8/int4) run, the ones
   // whose tile epilogue folds norms.
   bool folds_in_epilogue(const cuda::MatmulGroup& group) const;
+  // Whether `norm`'s readers (its reader weight, `rows` rows) scale rows in their epilogue: the
+  // writing ops leave the folded form only then.
+  bool readers_fold(const FoldedNorm& norm, int64_t rows) const;
   // Checks `norm` against r's shape [rows, cols] and the device.
   void check_folded(const char* op, int64_t rows, int64_t cols, const FoldedNorm& norm) const;
   // norm.scaled = rms_norm(r) from its folded form (norm.folded becomes false).

@@ -49,6 +49,26 @@ bool CudaBackend::folds_in_epilogue(const cuda::MatmulGroup& group) const {
   return a.w_dtype == DType::kBF16 || int_tensor_cores(group);
 }
 
+bool CudaBackend::readers_fold(const FoldedNorm& norm, int64_t rows) const {
+  if (!fold_norms_ || rows == 0 || rows > kSmallBatch || norm.reader == nullptr ||
+      norm.scaled == nullptr) {
+    return false;
+  }
+  const Tensor& w = *norm.reader;
+  cuda::MatmulGroup group;
+  cuda::MatmulArgs& a = group.part[0];
+  a.x = norm.scaled->ptr<const float>();
+  a.x_stride = norm.scaled->stride;
+  a.w = w.data;
+  a.w_dtype = w.dtype;
+  a.w_stride = w.stride;
+  a.m = rows;
+  a.n = w.rows;
+  a.k = w.cols;
+  group.count = 1;
+  return folds_in_epilogue(group);
+}
+
 void CudaBackend::unfold(FoldedNorm& norm) {
   Tensor& s = *norm.scaled;
   if (s.rows > 0)
@@ -57,7 +77,7 @@ void CudaBackend::unfold(FoldedNorm& norm) {
 }
 
 void CudaBackend::fold_norm(const Tensor& r, FoldedNorm& norm) {
-  if (!fold_norms_ || r.rows == 0 || r.rows > kSmallBatch) {
+  if (!readers_fold(norm, r.rows)) {
     Backend::fold_norm(r, norm);
     return;
   }
@@ -72,7 +92,7 @@ void CudaBackend::matmul_norm_out(const Tensor& x, const Tensor& w, const Tensor
                                   FoldedNorm& norm) {
   const MatmulPart part{&w, bias, &y};
   cuda::MatmulGroup group = make_group(x, std::span<const MatmulPart>(&part, 1), true);
-  if (!folds_in_epilogue(group)) {
+  if (!readers_fold(norm, y.rows) || !folds_in_epilogue(group)) {
     Backend::matmul_norm_out(x, w, bias, y, norm);
     return;
   }
@@ -86,7 +106,7 @@ void CudaBackend::gated_matmul_norm_out(Activation act, Tensor& gate, const Tens
                                         const Tensor& w, const Tensor* bias, Tensor& y,
                                         FoldedNorm& norm) {
   cuda::MatmulGroup group = gated_int_group(act, gate, up, w, bias, y, true);
-  if (group.count > 0 && folds_in_epilogue(group)) {
+  if (group.count > 0 && readers_fold(norm, y.rows) && folds_in_epilogue(group)) {
     check_folded("gated_matmul_norm_out", y.rows, y.cols, norm);
     group.part[0].norm_out = norm_out(norm);
     run_small(group);
