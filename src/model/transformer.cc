@@ -218,31 +218,26 @@ Tensor Transformer::forward(const ForwardBatch& batch, KvCache& kv) {
                                       {&w.w_up, bias(w.b_up), &up}};
         backend_.matmul_group_folded(post_norm, gate_up);
       }
-      // x += mlp and the next layer's input norm, or x += norm(mlp) (gemma_norms, with h as the
-      // scratch). The last layer's x goes to the final norm.
-      const bool last = l + 1 == c.n_layers;
+      // x += mlp, writing the next layer's input norm, or x += norm(mlp) (gemma_norms, with h
+      // as the scratch). The last layer's x goes to the final norm.
+      const bool last = l + 1 == c.n_layers, fold_next = !last && !c.gemma_norms;
       if (!last) input_norm = folded(weights_.layers[l + 1].input_norm, weights_.layers[l + 1].wq);
-      if (c.gemma_norms || last) {
-        Tensor& mlp = c.gemma_norms ? h : x;
-        if (activated) {
-          backend_.matmul(gate, w.w_down, bias(w.b_down), mlp, !c.gemma_norms);
-        } else {
-          backend_.gated_matmul(c.hidden_act, gate, up, w.w_down, bias(w.b_down), mlp,
-                                !c.gemma_norms);
-        }
-        if (c.gemma_norms) {
-          backend_.rms_norm(h, w.ffn_out_norm, eps, h);
-          backend_.add(h, x);
-        }
-        capture(l + 1);
-        if (!last) backend_.fold_norm(x, input_norm);
-        continue;
-      }
-      if (activated) {
+      Tensor& mlp = c.gemma_norms ? h : x;
+      if (fold_next && activated) {
         backend_.matmul_norm_out(gate, w.w_down, bias(w.b_down), x, input_norm);
-      } else {
+      } else if (fold_next) {
         backend_.gated_matmul_norm_out(c.hidden_act, gate, up, w.w_down, bias(w.b_down), x,
                                        input_norm);
+      } else if (activated) {
+        backend_.matmul(gate, w.w_down, bias(w.b_down), mlp, !c.gemma_norms);
+      } else {
+        backend_.gated_matmul(c.hidden_act, gate, up, w.w_down, bias(w.b_down), mlp,
+                              !c.gemma_norms);
+      }
+      if (c.gemma_norms) {
+        backend_.rms_norm(h, w.ffn_out_norm, eps, h);
+        backend_.add(h, x);
+        if (!last) backend_.fold_norm(x, input_norm);
       }
       capture(l + 1);
     }

@@ -71,8 +71,9 @@ bool CudaBackend::readers_fold(const FoldedNorm& norm, int64_t rows) const {
 
 void CudaBackend::unfold(FoldedNorm& norm) {
   Tensor& s = *norm.scaled;
-  if (s.rows > 0)
+  if (s.rows > 0) {
     cuda::unfold_norm(s.ptr<float>(), s.stride, s.rows, s.cols, norm_in(norm), stream_);
+  }
   norm.folded = false;
 }
 

@@ -52,8 +52,9 @@ __device__ __forceinline__ TileSpot find_tile(const MatmulGroup& group, int64_t 
 __device__ __forceinline__ float folded_inv_rms(const NormIn& in, int64_t m, int row, int col) {
   float s = 0.0f;
   if (row < m) {
-    for (int64_t j = col; j < in.tiles; j += kTileN)
+    for (int64_t j = col; j < in.tiles; j += kTileN) {
       s += __ldcg(in.sums + row * in.sums_stride + j);
+    }
   }
 #pragma unroll
   for (int o = kTileN / 2; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
