@@ -68,6 +68,7 @@ if has sanitize; then
       build-gpu/tests/backend/backend_cuda_folded_norm_test >"$out/sanitize_folded_norm_$tool.txt" 2>&1 &&
       echo "compute-sanitizer $tool (folded norms): clean" ||
       echo "compute-sanitizer $tool (folded norms): FAILED (see $out)"
+    tail -n 3 "$out/sanitize_folded_norm_$tool.txt"
     compute-sanitizer --tool "$tool" --error-exitcode 9 \
       build-gpu/tests/backend/backend_cuda_gguf_quant_test >"$out/sanitize_gguf_quant_$tool.txt" 2>&1 &&
       echo "compute-sanitizer $tool (GGUF blocks): clean" ||

@@ -216,12 +216,16 @@ class Backend {
   // matmul instead, with the same bits.
   virtual void gated_matmul(Activation act, Tensor& gate, const Tensor& up, const Tensor& w,
                             const Tensor* bias, Tensor& y, bool accumulate) {
-    if (act == Activation::kGeluTanh) {
-      gelu_tanh_mul(gate, up, gate);
-    } else {
-      silu_mul(gate, up, gate);
-    }
+    gate_act_mul(act, gate, up, gate);
     matmul(gate, w, bias, y, accumulate);
+  }
+  // out = act(gate) * up: silu_mul or gelu_tanh_mul.
+  void gate_act_mul(Activation act, const Tensor& gate, const Tensor& up, Tensor& out) {
+    if (act == Activation::kGeluTanh) {
+      gelu_tanh_mul(gate, up, out);
+    } else {
+      silu_mul(gate, up, out);
+    }
   }
   // ---- folded RMSNorms (see FoldedNorm) ----
   // `norm` of r ([R, D] f32).

@@ -115,11 +115,7 @@ void CudaBackend::gated_matmul_norm_out(Activation act, Tensor& gate, const Tens
     return;
   }
   // act(gate) * up into gate, as Backend::gated_matmul does, then the folding matmul.
-  if (act == Activation::kGeluTanh) {
-    gelu_tanh_mul(gate, up, gate);
-  } else {
-    silu_mul(gate, up, gate);
-  }
+  gate_act_mul(act, gate, up, gate);
   matmul_norm_out(gate, w, bias, y, norm);
 }
 
