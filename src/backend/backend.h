@@ -69,6 +69,10 @@ struct AttentionRows {
   Tensor mask;            // [M, mask_cols] i32, nonzero = visible, or empty
   int64_t window = 0;     // sliding window in positions; 0 = unlimited
   bool one_slot = false;  // every row is in the same cache slot (known on the host)
+  // The op right before attention stored these rows' K/V and nothing else has written the cache
+  // since the index arrays were uploaded: a backend may read the older entries (and the index
+  // arrays) while that op still runs (the transformer's rope_store_kv -> attention).
+  bool settled = false;
 };
 
 // How sample_rows draws the token of one logits row: Sampler::distribution's settings (the

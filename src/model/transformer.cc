@@ -199,6 +199,7 @@ Tensor Transformer::forward(const ForwardBatch& batch, KvCache& kv) {
       backend_.rope_store_kv(q, k, v, c.n_heads, rope, cache, rows);
       AttentionRows layer_rows = rows;
       layer_rows.window = sliding ? c.sliding_window : 0;
+      layer_rows.settled = true;  // rope_store_kv, just before, wrote only these rows' K/V
       backend_.attention(q, c.n_heads, cache, layer_rows, scale, attn);
       FoldedNorm post_norm = folded(w.post_norm, w.w_gate);
       if (c.gemma_norms) {  // x += norm(attn · woᵀ)

@@ -46,36 +46,35 @@ bool same_tensor(const HostTensor& a, const HostTensor& b) {
 
 class CudaOps : public backend_test::CudaTest {
  protected:
-  // One slot of `capacity` entries, filled with random K/V (seeds `seed`, `seed + 1`) on the
-  // host (for the reference) and on the device through store_kv.
+  // `n_slots` slots of `capacity` entries, filled with random K/V (seeds `seed`, `seed + 1`) on
+  // the host (for the reference) and on the device through store_kv.
   struct FilledCache {
-    HostTensor k, v;  // [capacity, kv_heads * head_dim] of cache_dtype
+    HostTensor k, v;  // [n_slots * capacity, kv_heads * head_dim] of cache_dtype
     Tensor dk{}, dv{};
     KvLayerView host{}, dev{};
   };
   FilledCache filled_cache(DType cache_dtype, int capacity, int kv_heads, int head_dim,
-                           uint32_t seed) {
-    const int width = kv_heads * head_dim;
-    FilledCache c{HostTensor(cache_dtype, capacity, width),
-                  HostTensor(cache_dtype, capacity, width)};
-    HostTensor keys = HostTensor(DType::kF32, capacity, width).random(seed);
-    HostTensor values = HostTensor(DType::kF32, capacity, width).random(seed + 1);
-    c.host =
-        KvLayerView{c.k.t().data, c.v.t().data, cache_dtype, capacity, 1, int64_t{capacity} * width,
-                    kv_heads,     head_dim};
+                           uint32_t seed, int n_slots = 1) {
+    const int width = kv_heads * head_dim, entries = n_slots * capacity;
+    FilledCache c{HostTensor(cache_dtype, entries, width), HostTensor(cache_dtype, entries, width)};
+    HostTensor keys = HostTensor(DType::kF32, entries, width).random(seed);
+    HostTensor values = HostTensor(DType::kF32, entries, width).random(seed + 1);
+    c.host = KvLayerView{c.k.t().data, c.v.t().data, cache_dtype,
+                         capacity,     n_slots,      int64_t{capacity} * width,
+                         kv_heads,     head_dim};
     c.dk = upload(c.k);
     c.dv = upload(c.v);
     c.dev = c.host;
     c.dev.k = c.dk.data;
     c.dev.v = c.dv.data;
-    std::vector<int32_t> all(capacity);
-    std::iota(all.begin(), all.end(), 0);
-    HostTensor slots0 = backend_test::i32_vector(std::vector<int32_t>(capacity, 0));
-    HostTensor index = backend_test::i32_vector(all);
+    std::vector<int32_t> slot_of(entries), index_of(entries);
+    for (int i = 0; i < entries; ++i) slot_of[i] = i / capacity, index_of[i] = i % capacity;
+    HostTensor slots = backend_test::i32_vector(slot_of);
+    HostTensor index = backend_test::i32_vector(index_of);
     backend_->store_kv(upload(keys), upload(values), c.dev,
-                       make_rows(capacity, upload(slots0), upload(index), upload(index)));
+                       make_rows(entries, upload(slots), upload(index), upload(index)));
     reference::store_kv(keys.t(), values.t(), c.host,
-                        make_rows(capacity, slots0.t(), index.t(), index.t()));
+                        make_rows(entries, slots.t(), index.t(), index.t()));
     return c;
   }
   // Attention of row r of `rows` (causal, device indices) computed as a one-row batch.
@@ -464,6 +463,48 @@ TEST_F(CudaOps, AttentionMatchesReferenceAndIsInvariant) {
     HostTensor got_masked = download(dmasked, out_masked);
     for (int64_t r = 0; r < m; ++r) {
       EXPECT_TRUE(same_bits(got_masked.t(), r, got.t(), r)) << "masked row " << r;
+    }
+  }
+}
+
+// Rows whose K/V the op right before attention stored (AttentionRows::settled, as in a forward):
+// the kernel loads the older entries before that op finishes and the rows' own after it. Rows of
+// two slots; the last row sees its slot's other new entries far below its own (a bound from its
+// own entry alone would read them early). The bits must equal those of the same attention without
+// `settled`, and the reference.
+TEST_F(CudaOps, SettledAttentionReadsOnlyOlderEntriesEarly) {
+  const int kv_heads = 2, head_dim = 128, n_heads = 8, capacity = 320;
+  for (DType cache_dtype : {DType::kBF16, DType::kF32}) {
+    FilledCache cache = filled_cache(cache_dtype, capacity, kv_heads, head_dim, 71, 2);
+    const std::vector<int32_t> slot_of = {0, 0, 0, 0, 0, 1, 1, 0};
+    const std::vector<int32_t> index_of = {60, 61, 62, 63, 64, 30, 31, 300};
+    const int64_t m = static_cast<int64_t>(slot_of.size()), width = kv_heads * head_dim;
+    HostTensor slots = backend_test::i32_vector(slot_of);
+    HostTensor index = backend_test::i32_vector(index_of);
+    AttentionRows rows = make_rows(m, upload(slots), upload(index), upload(index));
+    AttentionRows host_rows = make_rows(m, slots.t(), index.t(), index.t());
+    HostTensor q = HostTensor(DType::kF32, m, n_heads * head_dim).random(73);
+    HostTensor out(DType::kF32, m, n_heads * head_dim), want(DType::kF32, m, n_heads * head_dim);
+    Tensor dq = upload(q), dout = upload(out);
+    for (int round = 0; round < 20; ++round) {
+      // New K/V for the rows, stored right before the settled attention (large values, so that
+      // reading an entry's old contents would change the result well beyond the tolerance).
+      HostTensor keys = HostTensor(DType::kF32, m, width).random(100 + round, -4.0f, 4.0f);
+      HostTensor values = HostTensor(DType::kF32, m, width).random(200 + round, -4.0f, 4.0f);
+      backend_->store_kv(upload(keys), upload(values), cache.dev, rows);
+      AttentionRows settled = rows;
+      settled.settled = true;
+      backend_->attention(dq, n_heads, cache.dev, settled, 0.09f, dout);
+      HostTensor got = download(dout, out);
+      reference::store_kv(keys.t(), values.t(), cache.host, host_rows);
+      reference::attention(q.t(), n_heads, cache.host, host_rows, 0.09f, want.t());
+      ASSERT_LE(max_rel_error(got.t(), want.t()), 1e-5)
+          << backend_test::name(cache_dtype) << " round " << round;
+      backend_->attention(dq, n_heads, cache.dev, rows, 0.09f, dout);
+      HostTensor plain = download(dout, out);
+      for (int64_t r = 0; r < m; ++r) {
+        ASSERT_TRUE(same_bits(got.t(), r, plain.t(), r)) << "round " << round << " row " << r;
+      }
     }
   }
 }

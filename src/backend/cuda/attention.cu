@@ -9,7 +9,10 @@
 //
 // Decode is bound by latency, not bytes (a few MB of cache per layer): a block loads the keys and
 // values of a whole tile of entries into registers at once, so a short chunk costs one round trip
-// to memory, and the softmax needs one block-wide exchange per tile.
+// to memory, and the softmax needs one block-wide exchange per tile. In a forward's decode step
+// (AttentionArgs::settled, one query head per block) the first tile's entries older than the
+// forward's own are loaded before the kernel waits for the one that stores the new K/V, so that
+// round trip overlaps it.
 #include <algorithm>
 #include <string>
 #include <type_traits>
@@ -24,6 +27,9 @@ constexpr int kWarps = kThreads / 32;
 constexpr int kMaxGroup = 64;
 constexpr int kMaxHeadDim = 256;
 constexpr int kMaxChunks = 32;  // cache chunks per row (see attention_chunk)
+// Up to this many rows a block finds the entries new in its forward (those of its slot's rows)
+// before waiting, and loads the older ones of its first tile then (AttentionArgs::settled).
+constexpr int kMaxEarlyRows = 16;
 
 // Lists masked row m's visible entries of [begin, end) in increasing order (warp 0, by ballots).
 // Entries before `first` (the sliding window's start) are hidden; the masked part is not
@@ -107,16 +113,56 @@ __global__ void __launch_bounds__(kThreads)
   const bool has_dims = d0 < hd;
   const int per_step = kWarps * per_warp, tile = S * per_step;
   const int64_t m = blockIdx.y, ch = blockIdx.z;
+  const int64_t begin = ch * chunk, end = std::min(begin + chunk, a.cache.capacity);
+  const int64_t entry_stride = static_cast<int64_t>(a.cache.n_kv_heads) * hd;
+  const bool causal = a.mask_start == nullptr;
+  // The row's slot, last visible entry and window start (entries j <= position - window are
+  // hidden), read before waiting where the cache's older entries are settled (see AttentionArgs).
+  // Only with one query head per block (decode): with two, the tile held across the wait costs
+  // the kernel 39 registers, and verification a wave of blocks.
+  const bool early = kHeads == 1 && a.settled && causal && a.m <= kMaxEarlyRows;
+  int64_t slot = 0, last = 0, first = 0, settled_end = 0;
+  auto read_row = [&] {
+    slot = a.slots[m];
+    last = causal ? a.cache_index[m] : 0;
+    first = a.window > 0 ? std::max<int64_t>(0, a.positions[m] - a.window + 1) : 0;
+  };
+  // Keys and values of the first tile's entries below settled_end, loaded before waiting; the
+  // rest of the tile after it.
+  Raw8<T> k[S] = {}, v[S] = {};
+  unsigned loaded = 0;  // bit s: step s of the first tile is loaded
+  auto load_first_tile = [&](int64_t lo, int n, const T* keys, const T* values, int64_t below) {
+#pragma unroll
+    for (int s = 0; s < S; ++s) {
+      const int i = s * per_step + warp * per_warp + slot_in_warp;
+      if ((loaded >> s & 1u) == 0 && i < n && has_dims && lo + i < below) {
+        load_raw(keys + (lo + i) * entry_stride, k[s]);
+        load_raw(values + (lo + i) * entry_stride, v[s]);
+        loaded |= 1u << s;
+      }
+    }
+  };
+  auto cache_at = [&](const void* cache) {
+    return static_cast<const T*>(cache) + slot * a.cache.slot_stride + kv_head * hd + d0;
+  };
+  auto visible = [&] {  // causal rows see the contiguous entries [lo, last]
+    const int64_t lo = std::max(begin, first);
+    return static_cast<int>(std::clamp<int64_t>(last + 1 - lo, 0, end - lo));
+  };
+  if (early) {
+    read_row();
+    // This forward's new entries: those of the rows in this row's slot (this row's included).
+    settled_end = last;
+    for (int64_t r = 0; r < a.m; ++r) {
+      if (a.slots[r] == slot) settled_end = std::min<int64_t>(settled_end, a.cache_index[r]);
+    }
+    load_first_tile(std::max(begin, first), visible(), cache_at(a.cache.k), cache_at(a.cache.v),
+                    settled_end);
+  }
   wait_for_inputs();
   allow_next_kernel();
+  if (!early) read_row();
 
-  // Index and query loads issued together (each is a round trip to L2).
-  const int64_t slot = a.slots[m];
-  const bool causal = a.mask_start == nullptr;
-  const int64_t last = causal ? a.cache_index[m] : 0;
-  // Sliding window: entries j <= position - window are hidden.
-  const int64_t first = a.window > 0 ? std::max<int64_t>(0, a.positions[m] - a.window + 1) : 0;
-  const int64_t begin = ch * chunk, end = std::min(begin + chunk, a.cache.capacity);
   float q[kHeads][8];
 #pragma unroll
   for (int h = 0; h < kHeads; ++h) {
@@ -137,10 +183,9 @@ __global__ void __launch_bounds__(kThreads)
       for (int e = 0; e < 8; ++e) q[h][e] = 0.0f;
     }
   }
-  // Causal rows see the contiguous entries [lo, last]; masked rows list theirs.
+  // Masked rows list their visible entries.
   const int64_t lo = std::max(begin, first);
-  const int n = causal ? static_cast<int>(std::clamp<int64_t>(last + 1 - lo, 0, end - lo))
-                       : visible_entries(a, m, first, begin, end, list);
+  const int n = causal ? visible() : visible_entries(a, m, first, begin, end, list);
   auto partial = [&](int h) {
     return partials + ((m * a.n_heads + first_head + h) * n_chunks + ch) * (hd + 2);
   };
@@ -152,11 +197,9 @@ __global__ void __launch_bounds__(kThreads)
     return;
   }
 
-  const int64_t entry_stride = static_cast<int64_t>(a.cache.n_kv_heads) * hd;
-  const T* keys =
-      static_cast<const T*>(a.cache.k) + slot * a.cache.slot_stride + kv_head * hd + d0;
-  const T* values =
-      static_cast<const T*>(a.cache.v) + slot * a.cache.slot_stride + kv_head * hd + d0;
+  const T* keys = cache_at(a.cache.k);
+  const T* values = cache_at(a.cache.v);
+  if (causal) load_first_tile(lo, n, keys, values, end);  // what was not loaded before waiting
   float run_max[kHeads], sum[kHeads], acc[kHeads][8];
 #pragma unroll
   for (int h = 0; h < kHeads; ++h) {
@@ -166,21 +209,8 @@ __global__ void __launch_bounds__(kThreads)
     for (int e = 0; e < 8; ++e) acc[h][e] = 0.0f;
   }
   int parity = 0;
-  for (int base = 0; base < n; base += tile, parity ^= 1) {
-    // The tile's keys and values, all loads in flight at once.
-    Raw8<T> k[S], v[S];
-#pragma unroll
-    for (int s = 0; s < S; ++s) {
-      const int i = base + s * per_step + warp * per_warp + slot_in_warp;
-      if (i < n && has_dims) {
-        const int64_t j = causal ? lo + i : list[i];
-        load_raw(keys + j * entry_stride, k[s]);
-        load_raw(values + j * entry_stride, v[s]);
-      } else {
-        k[s] = Raw8<T>{};
-        v[s] = Raw8<T>{};
-      }
-    }
+  // One tile of entries from `base` (k and v: its keys and values) into the running sums.
+  auto add_tile = [&](int base, const Raw8<T>(&k)[S], const Raw8<T>(&v)[S]) {
     // Scores: 8 dims per lane, added over the entry's lanes by a fixed butterfly.
     float score[S][kHeads];
     float mx[kHeads];
@@ -229,6 +259,30 @@ __global__ void __launch_bounds__(kThreads)
         for (int e = 0; e < 8; ++e) acc[h][e] = fmaf(p, element(v[s], e), acc[h][e]);
       }
     }
+    parity ^= 1;
+  };
+  // Causal rows' first tile is loaded above; the other tiles' keys and values here, all loads of
+  // a tile in flight at once.
+  int base = 0;
+  if (causal) {
+    add_tile(0, k, v);
+    base = tile;
+  }
+  for (; base < n; base += tile) {
+    Raw8<T> kt[S], vt[S];
+#pragma unroll
+    for (int s = 0; s < S; ++s) {
+      const int i = base + s * per_step + warp * per_warp + slot_in_warp;
+      if (i < n && has_dims) {
+        const int64_t j = causal ? lo + i : list[i];
+        load_raw(keys + j * entry_stride, kt[s]);
+        load_raw(values + j * entry_stride, vt[s]);
+      } else {
+        kt[s] = Raw8<T>{};
+        vt[s] = Raw8<T>{};
+      }
+    }
+    add_tile(base, kt, vt);
   }
   // Entry slots of a warp, then the warps in order.
 #pragma unroll

@@ -96,6 +96,7 @@ CudaBackend::CudaBackend(int device_index) : index_(device_index) {
   fold_norms_ = env_switch("SPECD_CUDA_FOLD_NORMS");
   sampling_ = env_switch("SPECD_CUDA_SAMPLING");
   prefill_attention_ = env_switch("SPECD_PREFILL_ATTENTION");
+  early_attention_ = env_switch("SPECD_CUDA_EARLY_ATTENTION");
 #if SPECD_WITH_CUBLASLT
   if (env_switch("SPECD_CUBLASLT")) lt_ = std::make_unique<cuda::LtGemm>();
 #endif
@@ -574,6 +575,7 @@ void CudaBackend::attention(const Tensor& q, int n_heads, const KvLayerView& cac
   a.mask = masked && rows.mask.cols > 0 ? rows.mask.ptr<const int32_t>() : nullptr;
   a.mask_cols = masked ? rows.mask.cols : 0;
   a.mask_stride = masked ? rows.mask.stride : 0;
+  a.settled = rows.settled && early_attention_;
   // Prompt chunks: tensor cores (rows of one slot, above the small-batch sizes whose bits must
   // match decoding, as with the GEMM).
   if (prefill_attention_ && rows.one_slot && a.m > kSmallBatch &&

@@ -138,6 +138,8 @@ class CudaBackend final : public Backend {
   bool fold_norms_ = true;         // SPECD_CUDA_FOLD_NORMS=0: RMSNorms as their own kernels
   bool sampling_ = true;           // SPECD_CUDA_SAMPLING=0: sampled rows go to the host
   bool prefill_attention_ = true;  // SPECD_PREFILL_ATTENTION=0: prompt chunks on the decode kernel
+  // SPECD_CUDA_EARLY_ATTENTION=0: attention reads nothing before its predecessor finishes
+  bool early_attention_ = true;
   bool capturing_ = false;
   int recordings_ = 0;
   struct Scratch {

@@ -267,6 +267,10 @@ struct AttentionArgs {
   int64_t mask_cols = 0, mask_stride = 0;
   int64_t window = 0;                  // > 0: entries j <= positions[m] - window are hidden
   const int32_t* positions = nullptr;  // with a window
+  // The cache entries below each row's own (and its slot's other rows') were written before the
+  // kernel preceding attention, which writes only the rows' entries: blocks may read those, and
+  // the index arrays, before waiting for that kernel (AttentionRows::settled).
+  bool settled = false;
 };
 // Entries per attention split: depends on the cache capacity only (so rows stay invariant).
 int64_t attention_chunk(int64_t capacity);
