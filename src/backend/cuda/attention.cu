@@ -127,18 +127,17 @@ __global__ void __launch_bounds__(kThreads)
     last = causal ? a.cache_index[m] : 0;
     first = a.window > 0 ? std::max<int64_t>(0, a.positions[m] - a.window + 1) : 0;
   };
-  // Keys and values of the first tile's entries below settled_end, loaded before waiting; the
-  // rest of the tile after it.
+  // Keys and values of the first tile's entries in [from, to): those below settled_end before
+  // waiting, the rest after it.
   Raw8<T> k[S] = {}, v[S] = {};
-  unsigned loaded = 0;  // bit s: step s of the first tile is loaded
-  auto load_first_tile = [&](int64_t lo, int n, const T* keys, const T* values, int64_t below) {
+  auto load_first_tile = [&](int64_t lo, int n, const T* keys, const T* values, int64_t from,
+                             int64_t to) {
 #pragma unroll
     for (int s = 0; s < S; ++s) {
       const int i = s * per_step + warp * per_warp + slot_in_warp;
-      if ((loaded >> s & 1u) == 0 && i < n && has_dims && lo + i < below) {
+      if (i < n && has_dims && lo + i >= from && lo + i < to) {
         load_raw(keys + (lo + i) * entry_stride, k[s]);
         load_raw(values + (lo + i) * entry_stride, v[s]);
-        loaded |= 1u << s;
       }
     }
   };
@@ -156,7 +155,7 @@ __global__ void __launch_bounds__(kThreads)
     for (int64_t r = 0; r < a.m; ++r) {
       if (a.slots[r] == slot) settled_end = std::min<int64_t>(settled_end, a.cache_index[r]);
     }
-    load_first_tile(std::max(begin, first), visible(), cache_at(a.cache.k), cache_at(a.cache.v),
+    load_first_tile(std::max(begin, first), visible(), cache_at(a.cache.k), cache_at(a.cache.v), 0,
                     settled_end);
   }
   wait_for_inputs();
@@ -199,7 +198,7 @@ __global__ void __launch_bounds__(kThreads)
 
   const T* keys = cache_at(a.cache.k);
   const T* values = cache_at(a.cache.v);
-  if (causal) load_first_tile(lo, n, keys, values, end);  // what was not loaded before waiting
+  if (causal) load_first_tile(lo, n, keys, values, settled_end, end);  // not loaded before waiting
   float run_max[kHeads], sum[kHeads], acc[kHeads][8];
 #pragma unroll
   for (int h = 0; h < kHeads; ++h) {
