@@ -71,7 +71,8 @@ struct AttentionRows {
   bool one_slot = false;  // every row is in the same cache slot (known on the host)
   // The op right before attention stored these rows' K/V and nothing else has written the cache
   // since the index arrays were uploaded: a backend may read the older entries (and the index
-  // arrays) while that op still runs (the transformer's rope_store_kv -> attention).
+  // arrays) while that op still runs (the transformer's rope_store_kv or qkv_rope_store_kv,
+  // then attention).
   bool settled = false;
 };
 
@@ -273,6 +274,15 @@ class Backend {
     rope(q, n_heads, rows.positions, table);
     rope(k, cache.n_kv_heads, rows.positions, table);
     store_kv(k, v, cache, rows);
+  }
+  // q, k, v = x · Wᵀ (+ bias) for the three parts of `qkv` (x: `norm`'s rows, as
+  // matmul_group_folded reads them), then rope_store_kv, in one op where the backend can: k and v
+  // then go to the cache only (their tensors are not written). Returns false, having done
+  // nothing, where it cannot; the caller then runs matmul_group_folded and rope_store_kv.
+  virtual bool qkv_rope_store_kv(FoldedNorm& /*norm*/, std::span<const MatmulPart> /*qkv*/,
+                                 int /*n_heads*/, const RopeTable& /*table*/,
+                                 const KvLayerView& /*cache*/, const AttentionRows& /*rows*/) {
+    return false;
   }
   // Attention of q ([M, n_heads * head_dim] f32) over the cache; out has q's shape.
   // Each row's result is independent of the other rows (batch invariance).

@@ -190,16 +190,20 @@ Tensor Transformer::forward(const ForwardBatch& batch, KvCache& kv) {
       const RopeTable& rope = sliding ? rope_local_ : rope_;
       const MatmulPart qkv[] = {
           {&w.wq, bias(w.bq), &q}, {&w.wk, bias(w.bk), &k}, {&w.wv, bias(w.bv), &v}};
-      backend_.matmul_group_folded(input_norm, qkv);
-      if (c.qk_norm) {
-        Tensor q_heads = q.reshape_cols(c.head_dim), k_heads = k.reshape_cols(c.head_dim);
-        backend_.rms_norm(q_heads, w.q_norm, eps, q_heads);
-        backend_.rms_norm(k_heads, w.k_norm, eps, k_heads);
+      // q/k/v, RoPE and the K/V store in one op where the backend can (not between a per-head
+      // norm, which needs whole heads).
+      if (c.qk_norm || !backend_.qkv_rope_store_kv(input_norm, qkv, c.n_heads, rope, cache, rows)) {
+        backend_.matmul_group_folded(input_norm, qkv);
+        if (c.qk_norm) {
+          Tensor q_heads = q.reshape_cols(c.head_dim), k_heads = k.reshape_cols(c.head_dim);
+          backend_.rms_norm(q_heads, w.q_norm, eps, q_heads);
+          backend_.rms_norm(k_heads, w.k_norm, eps, k_heads);
+        }
+        backend_.rope_store_kv(q, k, v, c.n_heads, rope, cache, rows);
       }
-      backend_.rope_store_kv(q, k, v, c.n_heads, rope, cache, rows);
       AttentionRows layer_rows = rows;
       layer_rows.window = sliding ? c.sliding_window : 0;
-      layer_rows.settled = true;  // rope_store_kv, just before, wrote only these rows' K/V
+      layer_rows.settled = true;  // the op just before wrote only these rows' K/V
       backend_.attention(q, c.n_heads, cache, layer_rows, scale, attn);
       FoldedNorm post_norm = folded(w.post_norm, w.w_gate);
       if (c.gemma_norms) {  // x += norm(attn · woᵀ)

@@ -97,6 +97,7 @@ CudaBackend::CudaBackend(int device_index) : index_(device_index) {
   sampling_ = env_switch("SPECD_CUDA_SAMPLING");
   prefill_attention_ = env_switch("SPECD_PREFILL_ATTENTION");
   early_attention_ = env_switch("SPECD_CUDA_EARLY_ATTENTION");
+  fuse_rope_ = env_switch("SPECD_CUDA_FUSE_ROPE");
 #if SPECD_WITH_CUBLASLT
   if (env_switch("SPECD_CUBLASLT")) lt_ = std::make_unique<cuda::LtGemm>();
 #endif

@@ -13,6 +13,7 @@ struct CUstream_st;
 namespace specd::cuda {
 struct MatmulArgs;
 struct MatmulGroup;
+struct NormIn;
 class LtGemm;
 }  // namespace specd::cuda
 struct CUgraphExec_st;
@@ -78,6 +79,11 @@ class CudaBackend final : public Backend {
                           const Tensor& w_up, Tensor& gate) override;
   void rope_store_kv(Tensor& q, Tensor& k, const Tensor& v, int n_heads, const RopeTable& table,
                      const KvLayerView& cache, const AttentionRows& rows) override;
+  // Up to 16 rows on the tensor-core matmuls (cuda_qkv_rope.cc): the q/k/v tile epilogue rotates
+  // q and k and writes k and v into the cache.
+  bool qkv_rope_store_kv(FoldedNorm& norm, std::span<const MatmulPart> qkv, int n_heads,
+                         const RopeTable& table, const KvLayerView& cache,
+                         const AttentionRows& rows) override;
   void attention(const Tensor& q, int n_heads, const KvLayerView& cache, const AttentionRows& rows,
                  float scale, Tensor& out) override;
 
@@ -116,6 +122,8 @@ class CudaBackend final : public Backend {
   // Whether `norm`'s readers (its reader weight, `rows` rows) scale rows in their epilogue: the
   // writing ops leave the folded form only then.
   bool readers_fold(const FoldedNorm& norm, int64_t rows) const;
+  // The epilogue's view of a folded norm's sums.
+  static cuda::NormIn norm_in(const FoldedNorm& norm);
   // Checks `norm` against r's shape [rows, cols] and the device.
   void check_folded(const char* op, int64_t rows, int64_t cols, const FoldedNorm& norm) const;
   // norm.scaled = rms_norm(r) from its folded form (norm.folded becomes false).
@@ -140,6 +148,8 @@ class CudaBackend final : public Backend {
   bool prefill_attention_ = true;  // SPECD_PREFILL_ATTENTION=0: prompt chunks on the decode kernel
   // SPECD_CUDA_EARLY_ATTENTION=0: attention reads nothing before its predecessor finishes
   bool early_attention_ = true;
+  // SPECD_CUDA_FUSE_ROPE=0: q/k/v products, then rope_store_kv as its own kernel
+  bool fuse_rope_ = true;
   bool capturing_ = false;
   int recordings_ = 0;
   struct Scratch {

@@ -16,12 +16,12 @@ cuda::NormOut norm_out(const FoldedNorm& n) {
           n.weight->dtype,        n.sums->ptr<float>(), n.sums->stride};
 }
 
-cuda::NormIn norm_in(const FoldedNorm& n) {
+}  // namespace
+
+cuda::NormIn CudaBackend::norm_in(const FoldedNorm& n) {
   return {n.sums->ptr<const float>(), n.sums->stride, n.sums->cols,
           static_cast<float>(n.scaled->cols), n.eps};
 }
-
-}  // namespace
 
 void CudaBackend::check_folded(const char* op, int64_t rows, int64_t cols,
                                const FoldedNorm& norm) const {

@@ -85,6 +85,12 @@ __device__ __forceinline__ float gated(Activation act, float gate, float up) {
   return (act == Activation::kGeluTanh ? gelu_tanh(gate) : silu(gate)) * up;
 }
 
+// RoPE of one rotate-half pair (x1 at j, x2 at j + half) with cos c and sin s, rounded the same
+// way in every kernel that rotates (rope, rope_store_kv, the q/k/v matmul epilogue).
+__device__ __forceinline__ float2 rotate_pair(float x1, float x2, float c, float s) {
+  return make_float2(__fmaf_rn(x1, c, -__fmul_rn(x2, s)), __fmaf_rn(x2, c, __fmul_rn(x1, s)));
+}
+
 // Waits for the kernel this one depends on (programmatic dependent launch); work placed before
 // the call (for example loading weights) overlaps the previous kernel's tail.
 __device__ __forceinline__ void wait_for_inputs() {

@@ -97,9 +97,9 @@ __global__ void rope_kernel(float* x, int64_t stride, int64_t rows, int n_heads,
     if (pos < 0 || pos >= table_rows) continue;  // checked on the host
     float* head = x + m * stride + h * 2 * half;
     const float c = cos[pos * table_stride + j], s = sin[pos * table_stride + j];
-    const float x1 = head[j], x2 = head[j + half];
-    head[j] = x1 * c - x2 * s;
-    head[j + half] = x2 * c + x1 * s;
+    const float2 y = rotate_pair(head[j], head[j + half], c, s);
+    head[j] = y.x;
+    head[j + half] = y.y;
   }
 }
 
@@ -180,8 +180,8 @@ __global__ void rope_store_kv_kernel(RopeStoreArgs a) {
     float* x =
         is_q ? a.q + r * a.q_stride + head * 2 * a.half : a.k + r * a.k_stride + head * 2 * a.half;
     const float c = a.cos[pos * a.table_stride + j], s = a.sin[pos * a.table_stride + j];
-    const float x1 = x[j], x2 = x[j + a.half];
-    const float y1 = x1 * c - x2 * s, y2 = x2 * c + x1 * s;
+    const float2 y = rotate_pair(x[j], x[j + a.half], c, s);
+    const float y1 = y.x, y2 = y.y;
     x[j] = y1;
     x[j + a.half] = y2;
     if (is_q) continue;

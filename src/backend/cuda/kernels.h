@@ -39,6 +39,24 @@ struct NormIn {
   float cols = 0.0f, eps = 0.0f;
 };
 
+// A part of a q/k/v group whose tile epilogue does rope_store_kv's work (see
+// Backend::qkv_rope_store_kv). With half > 0 each 16-column tile holds 8 columns of one head's
+// first half and their partners half further (tile_column in small_mma.cuh), which the epilogue
+// rotates as rope_store_kv does; with `cache` set the values go to each row's cache entry
+// (slots, cache_index) instead of y.
+struct QkvOut {
+  int half = 0;  // head_dim / 2 of the rotated heads, a power of two (8 or more); 0: no rotation
+  const int32_t* positions = nullptr;  // [M]
+  const float* cos = nullptr;          // [table_rows, half]
+  const float* sin = nullptr;
+  int64_t table_stride = 0, table_rows = 0;
+  void* cache = nullptr;  // the layer's K or V cache [n_slots, capacity, N], or nullptr: write y
+  DType cache_dtype = DType::kBF16;
+  int64_t capacity = 0, n_slots = 0, slot_stride = 0;
+  const int32_t* slots = nullptr;        // [M]
+  const int32_t* cache_index = nullptr;  // [M]
+};
+
 struct MatmulArgs {
   const float* x = nullptr;  // [M, K] f32
   int64_t x_stride = 0;
@@ -58,6 +76,7 @@ struct MatmulArgs {
   Activation gate_act = Activation::kSilu;
   NormOut norm_out;
   NormIn norm_in;
+  QkvOut qkv;  // only on the small-M tensor-core kernels
 };
 
 // Scratch the matmul launchers need, owned by the backend (grown, never shrunk).

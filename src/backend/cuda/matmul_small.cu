@@ -199,7 +199,8 @@ struct ChunkStream {
       // Weight row r * 4 + lane / 8 of the tile; of a gate/up pair, rows 0-7 are gate's and
       // rows 8-15 up's, both from output column spot.n0.
       const MatmulArgs& a = group.part[kPair ? r / 2 : spot.part];
-      const int64_t n = spot.n0 + (kPair ? (r % 2) * 4 : r * 4) + lane / 8;
+      const int64_t n =
+          kPair ? spot.n0 + (r % 2) * 4 + lane / 8 : tile_column(a, spot.n0, r * 4 + lane / 8);
       row_ok[r] = n < a.n;
       src[r] = static_cast<const char*>(a.w) + ((row_ok[r] ? n : 0) * a.w_stride + kk) * 2;
     }

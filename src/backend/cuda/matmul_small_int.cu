@@ -235,7 +235,7 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
     out.headers = layout.headers;
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      const int64_t n = spot.n0 + g + 8 * h;
+      const int64_t n = tile_column(a, spot.n0, g + 8 * h);
       out.ok[h] = n < a.n;
       out.row[h] = static_cast<const uint8_t*>(a.w) + (out.ok[h] ? n : 0) * layout.row_bytes;
     }

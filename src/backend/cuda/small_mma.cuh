@@ -32,6 +32,17 @@ __device__ __forceinline__ float epilogue(const MatmulArgs& a, int64_t row, int6
   return v;
 }
 
+// Output column of a tile's local column lc (0..15), the weight row the tile reads there. A
+// part rotated in its epilogue (QkvOut::half > 0) pairs each head's columns: tile n0 / 16 of a
+// head holds columns [8i, 8i + 8) of its first half (lc 0-7) and their partners half further
+// (lc 8-15), i = (n0 % head_dim) / 16, so a rotated pair meets in one thread pair (lc, lc + 8).
+__device__ __forceinline__ int64_t tile_column(const MatmulArgs& a, int64_t n0, int lc) {
+  const int half = a.qkv.half;  // a power of two
+  if (half == 0) return n0 + lc;
+  const int64_t in_head = n0 & (2 * half - 1);
+  return n0 - in_head + in_head / 2 + (lc < kTileN / 2 ? lc : half + lc - kTileN / 2);
+}
+
 // Where a tile's weights are: its part of the group and its first output column.
 struct TileSpot {
   int part;
@@ -85,6 +96,34 @@ __device__ __forceinline__ void fold_norm_out(const NormOut& o, int64_t m, int r
   if (col == 0 && row < m) o.sums[row * o.sums_stride + n0 / kTileN] = sq;
 }
 
+// A q/k/v part's epilogue (QkvOut) for the value `out` (bias added) of x row `row` at column
+// n, local column `col` of the tile: rotated with its partner (threads col and col ^ 8; every
+// thread of the warp must call), then written to the cache entry of the row or to y.
+__device__ __forceinline__ void qkv_out(const MatmulArgs& a, int row, int col, int64_t n,
+                                        bool write, float out) {
+  const QkvOut& o = a.qkv;
+  if (o.half > 0) {
+    const float partner = __shfl_xor_sync(0xffffffffu, out, kTileN / 2);
+    const int64_t pos = write ? o.positions[row] : -1;
+    write = write && pos >= 0 && pos < o.table_rows;  // checked on the host
+    if (write) {
+      const bool first = col < kTileN / 2;
+      const int64_t j = (n & (2 * o.half - 1)) - (first ? 0 : o.half);
+      const float c = o.cos[pos * o.table_stride + j], s = o.sin[pos * o.table_stride + j];
+      const float2 y = first ? rotate_pair(out, partner, c, s) : rotate_pair(partner, out, c, s);
+      out = first ? y.x : y.y;
+    }
+  }
+  if (!write) return;
+  if (o.cache == nullptr) {
+    a.y[row * a.y_stride + n] = out;
+    return;
+  }
+  const int64_t slot = o.slots[row], index = o.cache_index[row];
+  if (slot < 0 || slot >= o.n_slots || index < 0 || index >= o.capacity) return;
+  store_f32(o.cache, o.cache_dtype, slot * o.slot_stride + index * a.n + n, out);
+}
+
 // The end of a tile: acc0 and acc1 of every warp are added in warp order; when several blocks
 // share the tile (block_splits > 1), each publishes its sum and the last to finish adds them in
 // split order. Then a folded norm's inverse RMS (NormIn; the block's first tile computes it
@@ -107,7 +146,7 @@ __device__ __forceinline__ void finish_tile(const MatmulGroup& group, int64_t ti
   const int xr = t / kTileN, col = t % kTileN;
   const TileSpot spot = find_tile<kPair>(group, tile);
   const MatmulArgs& a = group.part[spot.part];
-  const int64_t n = spot.n0 + col;
+  const int64_t n = kPair ? spot.n0 + col : tile_column(a, spot.n0, col);
   // A folded norm's weight at n, loaded before the reduction so that its latency overlaps it.
   const bool norm_out = !kPair && a.norm_out.sums != nullptr;
   const float norm_weight =
@@ -148,7 +187,11 @@ __device__ __forceinline__ void finish_tile(const MatmulGroup& group, int64_t ti
       if (write) a.y[xr * a.y_stride + n] = gated(group.pair_act, value, up);
     } else {
       const float out = write ? epilogue(a, xr, n, value) : 0.0f;
-      if (write) a.y[xr * a.y_stride + n] = out;
+      if (a.qkv.half > 0 || a.qkv.cache != nullptr) {
+        qkv_out(a, xr, col, n, write, out);
+      } else if (write) {
+        a.y[xr * a.y_stride + n] = out;
+      }
       if (norm_out) fold_norm_out(a.norm_out, a.m, xr, col, n, spot.n0, write, out, norm_weight);
     }
   };
