@@ -34,6 +34,7 @@ const std::map<std::string, Shape>& presets() {
       {"qwen3-0.6b", Shape{}},
       {"qwen3-tiny", Shape{"Qwen3ForCausalLM", 4096, 256, 768, 4, 4, 2, 64, true, 1000000}},
       {"llama-3.2-1b", Shape{"LlamaForCausalLM", 128256, 2048, 8192, 16, 32, 8, 64, true, 500000}},
+      {"qwen3-8b", Shape{"Qwen3ForCausalLM", 151936, 4096, 12288, 36, 32, 8, 128, false, 1000000}},
       {"llama-3.1-8b",
        Shape{"LlamaForCausalLM", 128256, 4096, 14336, 32, 32, 8, 128, false, 500000}},
   };

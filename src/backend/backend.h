@@ -275,6 +275,18 @@ class Backend {
     rope(k, cache.n_kv_heads, rows.positions, table);
     store_kv(k, v, cache, rows);
   }
+  // The same after an RMSNorm of each head of q and of k (weights [1, head_dim], as Qwen3 and
+  // Gemma 3 apply before RoPE). The default runs rms_norm on both, then rope_store_kv; a GPU
+  // backend fuses them.
+  virtual void qk_norm_rope_store_kv(Tensor& q, Tensor& k, const Tensor& v, const Tensor& q_norm,
+                                     const Tensor& k_norm, float eps, int n_heads,
+                                     const RopeTable& table, const KvLayerView& cache,
+                                     const AttentionRows& rows) {
+    Tensor q_heads = q.reshape_cols(cache.head_dim), k_heads = k.reshape_cols(cache.head_dim);
+    rms_norm(q_heads, q_norm, eps, q_heads);
+    rms_norm(k_heads, k_norm, eps, k_heads);
+    rope_store_kv(q, k, v, n_heads, table, cache, rows);
+  }
   // q, k, v = x · Wᵀ (+ bias) for the three parts of `qkv` (x: `norm`'s rows, as
   // matmul_group_folded reads them), then rope_store_kv, in one op where the backend can: k and v
   // then go to the cache only (their tensors are not written). Returns false, having done

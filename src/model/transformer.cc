@@ -195,11 +195,11 @@ Tensor Transformer::forward(const ForwardBatch& batch, KvCache& kv) {
       if (c.qk_norm || !backend_.qkv_rope_store_kv(input_norm, qkv, c.n_heads, rope, cache, rows)) {
         backend_.matmul_group_folded(input_norm, qkv);
         if (c.qk_norm) {
-          Tensor q_heads = q.reshape_cols(c.head_dim), k_heads = k.reshape_cols(c.head_dim);
-          backend_.rms_norm(q_heads, w.q_norm, eps, q_heads);
-          backend_.rms_norm(k_heads, w.k_norm, eps, k_heads);
+          backend_.qk_norm_rope_store_kv(q, k, v, w.q_norm, w.k_norm, eps, c.n_heads, rope, cache,
+                                         rows);
+        } else {
+          backend_.rope_store_kv(q, k, v, c.n_heads, rope, cache, rows);
         }
-        backend_.rope_store_kv(q, k, v, c.n_heads, rope, cache, rows);
       }
       AttentionRows layer_rows = rows;
       layer_rows.window = sliding ? c.sliding_window : 0;

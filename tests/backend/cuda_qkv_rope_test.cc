@@ -3,7 +3,9 @@
 // rope_store_kv: the same bits in q and in the cache for bf16, int8 and int4 weights, 1 to 16
 // rows in two cache slots, with and without biases and a folded input norm, head sizes 64 and
 // 128; q also against the double reference. Attention right after it may load older entries
-// early (AttentionRows::settled) and sees the new ones. Skips without a CUDA backend or GPU.
+// early (AttentionRows::settled) and sees the new ones. And qk_norm_rope_store_kv (a per-head
+// RMSNorm of q and k first) against its separate ops and the reference. Skips without a CUDA
+// backend or GPU.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -197,6 +199,83 @@ TEST_F(CudaQkvRope, SettledAttentionAfterTheFusedOpSeesTheNewEntries) {
     for (int64_t r = 0; r < m; ++r) {
       ASSERT_TRUE(backend_test::same_bits(got.t(), r, want.t(), r))
           << "round " << round << " row " << r;
+    }
+  }
+}
+
+// qk_norm_rope_store_kv's kernel (RMSNorm of each q and k head, RoPE, K/V into the cache; Qwen3
+// and Gemma 3) against the separate ops (rms_norm on the heads, rope_store_kv) and the double
+// reference, rows in two slots, head sizes 64, 80 (a partial warp) and 128, bf16 and f32 norm
+// weights.
+TEST_F(CudaQkvRope, QkNormRopeStoreKvMatchesTheSeparateOps) {
+  const int64_t m = 5;
+  const int n_heads = 4, kv_heads = 2;
+  for (int head_dim : {64, 80, 128}) {
+    for (DType norm_dtype : {DType::kBF16, DType::kF32}) {
+      const std::string what =
+          "head_dim " + std::to_string(head_dim) + " norm " + std::string(name(norm_dtype));
+      const int64_t half = head_dim / 2, q_dim = n_heads * head_dim, kv_dim = kv_heads * head_dim;
+      HostTensor cos = HostTensor(DType::kF32, kPositions, half).random(31);
+      HostTensor sin = HostTensor(DType::kF32, kPositions, half).random(32);
+      const RopeTable table{upload(cos), upload(sin)};
+      HostTensor qn = HostTensor(norm_dtype, 1, head_dim).random(33, 0.5f, 1.5f);
+      HostTensor kn = HostTensor(norm_dtype, 1, head_dim).random(34, 0.5f, 1.5f);
+      const Tensor dqn = upload(qn), dkn = upload(kn);
+      HostTensor q = HostTensor(DType::kF32, m, q_dim).random(35, -3.0f, 3.0f);
+      HostTensor k = HostTensor(DType::kF32, m, kv_dim).random(36, -3.0f, 3.0f);
+      HostTensor v = HostTensor(DType::kF32, m, kv_dim).random(37);
+      HostTensor slots = backend_test::i32_vector({1, 0, 1, 1, 0});
+      HostTensor index = backend_test::i32_vector({7, 8, 9, 39, 0});
+      HostTensor pos = backend_test::i32_vector({7, 8, 63, 39, 0});
+      AttentionRows rows;
+      rows.count = m;
+      rows.slots = upload(slots);
+      rows.cache_index = upload(index);
+      rows.positions = upload(pos);
+      HostTensor cache(DType::kF32, kSlots * kCapacity, kv_dim);
+      // Path 0: the fused kernel; path 1: rms_norm on the heads, then rope_store_kv.
+      HostTensor q_got[2], k_cache[2], v_cache[2];
+      for (int path = 0; path < 2; ++path) {
+        Tensor dq = upload(q), dk = upload(k), kc = upload(cache), vc = upload(cache);
+        const KvLayerView view{kc.data,   vc.data, DType::kF32,
+                               kCapacity, kSlots,  kCapacity * kv_dim,
+                               kv_heads,  head_dim};
+        if (path == 0) {
+          backend_->qk_norm_rope_store_kv(dq, dk, upload(v), dqn, dkn, kEps, n_heads, table, view,
+                                          rows);
+        } else {
+          Tensor q_heads = dq.reshape_cols(head_dim), k_heads = dk.reshape_cols(head_dim);
+          backend_->rms_norm(q_heads, dqn, kEps, q_heads);
+          backend_->rms_norm(k_heads, dkn, kEps, k_heads);
+          backend_->rope_store_kv(dq, dk, upload(v), n_heads, table, view, rows);
+        }
+        q_got[path] = download(dq, q);
+        k_cache[path] = download(kc, cache);
+        v_cache[path] = download(vc, cache);
+      }
+      EXPECT_LE(max_rel_error(q_got[0].t(), q_got[1].t()), 1e-6) << what;
+      EXPECT_LE(max_rel_error(k_cache[0].t(), k_cache[1].t()), 1e-6) << what;
+      EXPECT_TRUE(same_bytes(v_cache[0], v_cache[1])) << what;
+      // The reference: rms_norm of each head, rope, then the store.
+      HostTensor q_want = q.clone(), k_want = k.clone(), cache_k = cache.clone();
+      HostTensor cache_v = cache.clone();
+      Tensor q_heads = q_want.t().reshape_cols(head_dim),
+             k_heads = k_want.t().reshape_cols(head_dim);
+      reference::rms_norm(q_heads, qn.t(), kEps, q_heads);
+      reference::rms_norm(k_heads, kn.t(), kEps, k_heads);
+      const RopeTable host_table{cos.t(), sin.t()};
+      reference::rope(q_want.t(), n_heads, pos.t(), host_table);
+      reference::rope(k_want.t(), kv_heads, pos.t(), host_table);
+      const KvLayerView host_view{cache_k.t().data, cache_v.t().data,   DType::kF32, kCapacity,
+                                  kSlots,           kCapacity * kv_dim, kv_heads,    head_dim};
+      AttentionRows host_rows = rows;
+      host_rows.slots = slots.t();
+      host_rows.cache_index = index.t();
+      host_rows.positions = pos.t();
+      reference::store_kv(k_want.t(), v.t(), host_view, host_rows);
+      EXPECT_LE(max_rel_error(q_got[0].t(), q_want.t()), 1e-5) << what;
+      EXPECT_LE(max_rel_error(k_cache[0].t(), cache_k.t()), 1e-5) << what;
+      EXPECT_TRUE(same_bytes(v_cache[0], cache_v)) << what;
     }
   }
 }

@@ -518,19 +518,11 @@ void CudaBackend::store_kv(const Tensor& k, const Tensor& v, const KvLayerView& 
                  rows.cache_index.ptr<const int32_t>(), stream_);
 }
 
-void CudaBackend::rope_store_kv(Tensor& q, Tensor& k, const Tensor& v, int n_heads,
-                                const RopeTable& table, const KvLayerView& cache,
-                                const AttentionRows& rows) {
-  check_device("rope_store_kv", index_,
-               {&q, &k, &v, &rows.positions, &rows.slots, &rows.cache_index, &table.cos});
-  op_checks::rope(q, n_heads, rows.positions, table, /*read_indices=*/false);
-  op_checks::rope(k, cache.n_kv_heads, rows.positions, table, /*read_indices=*/false);
-  op_checks::store_kv(k, v, cache, rows, /*read_indices=*/false);
-  if (q.rows == 0) return;
-  if (2 * table.cos.cols != cache.head_dim) {  // partial rotary: the separate ops
-    Backend::rope_store_kv(q, k, v, n_heads, table, cache, rows);
-    return;
-  }
+namespace {
+
+cuda::RopeStoreArgs rope_store_args(Tensor& q, Tensor& k, const Tensor& v, int n_heads,
+                                    const RopeTable& table, const KvLayerView& cache,
+                                    const AttentionRows& rows) {
   cuda::RopeStoreArgs a;
   a.q = q.ptr<float>();
   a.q_stride = q.stride;
@@ -549,7 +541,53 @@ void CudaBackend::rope_store_kv(Tensor& q, Tensor& k, const Tensor& v, int n_hea
   a.cache = cache_args(cache);
   a.slots = rows.slots.ptr<const int32_t>();
   a.cache_index = rows.cache_index.ptr<const int32_t>();
-  cuda::rope_store_kv(a, stream_);
+  return a;
+}
+
+}  // namespace
+
+void CudaBackend::rope_store_kv(Tensor& q, Tensor& k, const Tensor& v, int n_heads,
+                                const RopeTable& table, const KvLayerView& cache,
+                                const AttentionRows& rows) {
+  check_device("rope_store_kv", index_,
+               {&q, &k, &v, &rows.positions, &rows.slots, &rows.cache_index, &table.cos});
+  op_checks::rope(q, n_heads, rows.positions, table, /*read_indices=*/false);
+  op_checks::rope(k, cache.n_kv_heads, rows.positions, table, /*read_indices=*/false);
+  op_checks::store_kv(k, v, cache, rows, /*read_indices=*/false);
+  if (q.rows == 0) return;
+  if (2 * table.cos.cols != cache.head_dim) {  // partial rotary: the separate ops
+    Backend::rope_store_kv(q, k, v, n_heads, table, cache, rows);
+    return;
+  }
+  cuda::rope_store_kv(rope_store_args(q, k, v, n_heads, table, cache, rows), stream_);
+}
+
+void CudaBackend::qk_norm_rope_store_kv(Tensor& q, Tensor& k, const Tensor& v, const Tensor& q_norm,
+                                        const Tensor& k_norm, float eps, int n_heads,
+                                        const RopeTable& table, const KvLayerView& cache,
+                                        const AttentionRows& rows) {
+  check_device(
+      "qk_norm_rope_store_kv", index_,
+      {&q, &k, &v, &q_norm, &k_norm, &rows.positions, &rows.slots, &rows.cache_index, &table.cos});
+  // Partial rotary, or SPECD_CUDA_FUSE_ROPE=0: the separate ops.
+  if (!fuse_rope_ || 2 * table.cos.cols != cache.head_dim) {
+    Backend::qk_norm_rope_store_kv(q, k, v, q_norm, k_norm, eps, n_heads, table, cache, rows);
+    return;
+  }
+  const Tensor q_heads = q.reshape_cols(cache.head_dim), k_heads = k.reshape_cols(cache.head_dim);
+  op_checks::rms_norm(q_heads, q_norm, q_heads);
+  op_checks::rms_norm(k_heads, k_norm, k_heads);
+  op_checks::rope(q, n_heads, rows.positions, table, /*read_indices=*/false);
+  op_checks::rope(k, cache.n_kv_heads, rows.positions, table, /*read_indices=*/false);
+  op_checks::store_kv(k, v, cache, rows, /*read_indices=*/false);
+  if (q.rows == 0) return;
+  cuda::RopeStoreArgs a = rope_store_args(q, k, v, n_heads, table, cache, rows);
+  a.q_norm = q_norm.data;
+  a.q_norm_dtype = q_norm.dtype;
+  a.k_norm = k_norm.data;
+  a.k_norm_dtype = k_norm.dtype;
+  a.eps = eps;
+  cuda::qk_norm_rope_store_kv(a, stream_);
 }
 
 void CudaBackend::attention(const Tensor& q, int n_heads, const KvLayerView& cache,

@@ -79,6 +79,10 @@ class CudaBackend final : public Backend {
                           const Tensor& w_up, Tensor& gate) override;
   void rope_store_kv(Tensor& q, Tensor& k, const Tensor& v, int n_heads, const RopeTable& table,
                      const KvLayerView& cache, const AttentionRows& rows) override;
+  // One kernel (a block per row and head).
+  void qk_norm_rope_store_kv(Tensor& q, Tensor& k, const Tensor& v, const Tensor& q_norm,
+                             const Tensor& k_norm, float eps, int n_heads, const RopeTable& table,
+                             const KvLayerView& cache, const AttentionRows& rows) override;
   // Up to 16 rows on the tensor-core matmuls (cuda_qkv_rope.cc): the q/k/v tile epilogue rotates
   // q and k and writes k and v into the cache.
   bool qkv_rope_store_kv(FoldedNorm& norm, std::span<const MatmulPart> qkv, int n_heads,

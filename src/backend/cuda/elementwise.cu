@@ -196,7 +196,51 @@ __global__ void rope_store_kv_kernel(RopeStoreArgs a) {
   }
 }
 
+// One block per (row, head): q heads first, then k heads, which also store their K and V into
+// the cache. Thread j holds the pair (j, j + half): the head's sum of squares (block_sum), the
+// norm as rms_norm_kernel computes it, then the rotation.
+__global__ void qk_norm_rope_store_kv_kernel(RopeStoreArgs a) {
+  wait_for_inputs();
+  allow_next_kernel();
+  const int64_t r = blockIdx.x;
+  const int h = blockIdx.y, j = threadIdx.x, half = a.half;
+  const bool is_q = h < a.n_heads, on = j < half;
+  const int head = is_q ? h : h - a.n_heads;
+  float* x = is_q ? a.q + r * a.q_stride + head * 2 * half : a.k + r * a.k_stride + head * 2 * half;
+  const float x1 = on ? x[j] : 0.0f, x2 = on ? x[j + half] : 0.0f;
+  const float sum_sq = block_sum(fmaf(x2, x2, x1 * x1));
+  const int64_t pos = a.positions[r];
+  if (!on || pos < 0 || pos >= a.table_rows) return;  // positions are checked on the host
+  const float inv = rsqrtf(sum_sq / static_cast<float>(2 * half) + a.eps);
+  const void* w = is_q ? a.q_norm : a.k_norm;
+  const DType w_dtype = is_q ? a.q_norm_dtype : a.k_norm_dtype;
+  const float n1 = x1 * inv * load_f32(w, w_dtype, j);
+  const float n2 = x2 * inv * load_f32(w, w_dtype, j + half);
+  const float c = a.cos[pos * a.table_stride + j], s = a.sin[pos * a.table_stride + j];
+  const float2 y = rotate_pair(n1, n2, c, s);
+  x[j] = y.x;
+  x[j + half] = y.y;
+  if (is_q) return;
+  const int64_t slot = a.slots[r], index = a.cache_index[r];
+  if (slot < 0 || slot >= a.cache.n_slots || index < 0 || index >= a.cache.capacity) return;
+  const int64_t width = static_cast<int64_t>(a.cache.n_kv_heads) * a.cache.head_dim;
+  const int64_t at = slot * a.cache.slot_stride + index * width + head * 2 * half + j;
+  const float* v = a.v + r * a.v_stride + head * 2 * half;
+  store_f32(a.cache.k, a.cache.dtype, at, y.x);
+  store_f32(a.cache.k, a.cache.dtype, at + half, y.y);
+  store_f32(a.cache.v, a.cache.dtype, at, v[j]);
+  store_f32(a.cache.v, a.cache.dtype, at + half, v[j + half]);
+}
+
 }  // namespace
+
+void qk_norm_rope_store_kv(const RopeStoreArgs& a, cudaStream_t stream) {
+  const unsigned threads = static_cast<unsigned>((a.half + 31) / 32 * 32);
+  Launch launch(dim3(static_cast<unsigned>(a.m), a.n_heads + a.cache.n_kv_heads), dim3(threads), 0,
+                stream);
+  check(cudaLaunchKernelEx(&launch.config, qk_norm_rope_store_kv_kernel, a),
+        "qk_norm_rope_store_kv_kernel");
+}
 
 void rope_store_kv(const RopeStoreArgs& a, cudaStream_t stream) {
   const int64_t pairs = a.m * (a.n_heads + a.cache.n_kv_heads) * a.half;

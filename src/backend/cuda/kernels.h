@@ -267,8 +267,15 @@ struct RopeStoreArgs {
   CacheArgs cache;
   const int32_t* slots = nullptr;
   const int32_t* cache_index = nullptr;
+  // qk_norm_rope_store_kv: each head's RMSNorm weights [2 * half] (q's, k's) and epsilon.
+  const void* q_norm = nullptr;
+  const void* k_norm = nullptr;
+  DType q_norm_dtype = DType::kF32, k_norm_dtype = DType::kF32;
+  float eps = 0.0f;
 };
 void rope_store_kv(const RopeStoreArgs& a, cudaStream_t stream);
+// The same after an RMSNorm of each q and k head (one block per row and head).
+void qk_norm_rope_store_kv(const RopeStoreArgs& a, cudaStream_t stream);
 
 struct AttentionArgs {
   const float* q = nullptr;  // [M, n_heads * head_dim]
