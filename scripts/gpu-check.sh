@@ -33,8 +33,8 @@ if has build; then
   targets=(specd make_random_model specd_cuda_kernel_bench backend_cuda_ops_test backend_cuda_sampling_test
     golden_model_test batch_invariance_test
     speculative_test speculative_sampling_test demo_models_test backend_cuda_int_quant_test
-    backend_cuda_gguf_quant_test backend_cuda_folded_norm_test quantized_model_test gguf_model_test gguf_gemma3_test
-    batch_engine_test)
+    backend_cuda_gguf_quant_test backend_cuda_folded_norm_test backend_cuda_qkv_rope_test quantized_model_test
+    gguf_model_test gguf_gemma3_test batch_engine_test)
   start=$(date +%s)
   cmake --build build-gpu -j "$jobs" --target "${targets[@]}" >"$out/build.txt" 2>&1 ||
     { tail -n 40 "$out/build.txt"; exit 1; }
@@ -59,21 +59,15 @@ if has sanitize; then
       --gtest_filter='*Elementwise*:*Attention*:*Recorded*' >"$out/sanitize_$tool.txt" 2>&1 &&
       echo "compute-sanitizer $tool (ops): clean" || echo "compute-sanitizer $tool: FAILED (see $out)"
     tail -n 3 "$out/sanitize_$tool.txt"
-    compute-sanitizer --tool "$tool" --error-exitcode 9 \
-      build-gpu/tests/backend/backend_cuda_int_quant_test >"$out/sanitize_int_quant_$tool.txt" 2>&1 &&
-      echo "compute-sanitizer $tool (int8/int4): clean" ||
-      echo "compute-sanitizer $tool (int8/int4): FAILED (see $out)"
-    tail -n 3 "$out/sanitize_int_quant_$tool.txt"
-    compute-sanitizer --tool "$tool" --error-exitcode 9 \
-      build-gpu/tests/backend/backend_cuda_folded_norm_test >"$out/sanitize_folded_norm_$tool.txt" 2>&1 &&
-      echo "compute-sanitizer $tool (folded norms): clean" ||
-      echo "compute-sanitizer $tool (folded norms): FAILED (see $out)"
-    tail -n 3 "$out/sanitize_folded_norm_$tool.txt"
-    compute-sanitizer --tool "$tool" --error-exitcode 9 \
-      build-gpu/tests/backend/backend_cuda_gguf_quant_test >"$out/sanitize_gguf_quant_$tool.txt" 2>&1 &&
-      echo "compute-sanitizer $tool (GGUF blocks): clean" ||
-      echo "compute-sanitizer $tool (GGUF blocks): FAILED (see $out)"
-    tail -n 3 "$out/sanitize_gguf_quant_$tool.txt"
+    for suite in int_quant:int8/int4 folded_norm:"folded norms" qkv_rope:"q/k/v with RoPE" \
+      gguf_quant:"GGUF blocks"; do
+      name=${suite%%:*} label=${suite#*:}
+      compute-sanitizer --tool "$tool" --error-exitcode 9 \
+        "build-gpu/tests/backend/backend_cuda_${name}_test" >"$out/sanitize_${name}_$tool.txt" 2>&1 &&
+        echo "compute-sanitizer $tool ($label): clean" ||
+        echo "compute-sanitizer $tool ($label): FAILED (see $out)"
+      tail -n 3 "$out/sanitize_${name}_$tool.txt"
+    done
   done
 fi
 
