@@ -4,7 +4,6 @@
 
 #include <cmath>
 #include <cstdlib>
-#include <cstring>
 #include <numeric>
 #include <string>
 #include <vector>
@@ -20,6 +19,7 @@ namespace {
 using backend_test::HostTensor;
 using backend_test::max_rel_error;
 using backend_test::same_bits;
+using backend_test::same_tensor;
 
 // Small-M kernels keep ~16 bits of x (bf16 hi + lo); the GEMM rounds x to bf16.
 constexpr double kSmallTolerance = 2e-4;
@@ -34,14 +34,6 @@ AttentionRows make_rows(int64_t count, const Tensor& slots, const Tensor& index,
   rows.cache_index = index;
   rows.positions = positions;
   return rows;
-}
-
-// True if the two host tensors hold the same bytes.
-bool same_tensor(const HostTensor& a, const HostTensor& b) {
-  const Tensor &x = a.t(), &y = b.t();
-  return x.rows == y.rows && x.stride == y.stride && x.dtype == y.dtype &&
-         std::memcmp(x.data, y.data,
-                     static_cast<size_t>(x.rows * x.stride) * dtype_size(x.dtype)) == 0;
 }
 
 class CudaOps : public backend_test::CudaTest {

@@ -8,7 +8,6 @@
 // backend or GPU.
 #include <gtest/gtest.h>
 
-#include <cstring>
 #include <vector>
 
 #include "backend/reference.h"
@@ -22,14 +21,11 @@ namespace {
 using backend_test::HostTensor;
 using backend_test::max_rel_error;
 using backend_test::name;
+using backend_test::same_tensor;
 
 constexpr float kEps = 1e-5f;
 constexpr double kTolerance = 2e-4;  // the small-M kernels' error against double products
 constexpr int kSlots = 2, kCapacity = 40, kPositions = 64;
-
-bool same_bytes(const HostTensor& a, const HostTensor& b) {
-  return a.t().bytes() == b.t().bytes() && std::memcmp(a.t().data, b.t().data, a.t().bytes()) == 0;
-}
 
 struct Shape {
   int n_heads, kv_heads, head_dim;
@@ -122,10 +118,10 @@ class CudaQkvRope : public backend_test::CudaTest {
         k_cache[path] = download(kc, cache);
         v_cache[path] = download(vc, cache);
       }
-      EXPECT_TRUE(same_bytes(q_got[0], q_got[1])) << what;
-      EXPECT_TRUE(same_bytes(k_cache[0], k_cache[1])) << what;
-      EXPECT_TRUE(same_bytes(v_cache[0], v_cache[1])) << what;
-      EXPECT_FALSE(same_bytes(k_cache[0], cache)) << what;  // something was stored
+      EXPECT_TRUE(same_tensor(q_got[0], q_got[1])) << what;
+      EXPECT_TRUE(same_tensor(k_cache[0], k_cache[1])) << what;
+      EXPECT_TRUE(same_tensor(v_cache[0], v_cache[1])) << what;
+      EXPECT_FALSE(same_tensor(k_cache[0], cache)) << what;  // something was stored
 
       // q against rope(rms_norm(r) · wqᵀ + bq) in double precision.
       HostTensor h(DType::kF32, m, d), q_want(DType::kF32, m, q_dim);
@@ -255,7 +251,7 @@ TEST_F(CudaQkvRope, QkNormRopeStoreKvMatchesTheSeparateOps) {
       }
       EXPECT_LE(max_rel_error(q_got[0].t(), q_got[1].t()), 1e-6) << what;
       EXPECT_LE(max_rel_error(k_cache[0].t(), k_cache[1].t()), 1e-6) << what;
-      EXPECT_TRUE(same_bytes(v_cache[0], v_cache[1])) << what;
+      EXPECT_TRUE(same_tensor(v_cache[0], v_cache[1])) << what;
       // The reference: rms_norm of each head, rope, then the store.
       HostTensor q_want = q.clone(), k_want = k.clone(), cache_k = cache.clone();
       HostTensor cache_v = cache.clone();
@@ -275,7 +271,7 @@ TEST_F(CudaQkvRope, QkNormRopeStoreKvMatchesTheSeparateOps) {
       reference::store_kv(k_want.t(), v.t(), host_view, host_rows);
       EXPECT_LE(max_rel_error(q_got[0].t(), q_want.t()), 1e-5) << what;
       EXPECT_LE(max_rel_error(k_cache[0].t(), cache_k.t()), 1e-5) << what;
-      EXPECT_TRUE(same_bytes(v_cache[0], cache_v)) << what;
+      EXPECT_TRUE(same_tensor(v_cache[0], cache_v)) << what;
     }
   }
 }
@@ -313,7 +309,7 @@ TEST_F(CudaQkvRope, DeclinesWhatItCannotFuse) {
     EXPECT_FALSE(
         backend_->qkv_rope_store_kv(norm, parts, 2, m <= kSmallBatch ? partial : full, view, rows))
         << "M=" << m;
-    EXPECT_TRUE(same_bytes(download(kc, cache), cache)) << "M=" << m;
+    EXPECT_TRUE(same_tensor(download(kc, cache), cache)) << "M=" << m;
   }
 }
 

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstring>
 #include <memory>
 #include <vector>
 
@@ -14,6 +15,14 @@
 #include "test_util.h"
 
 namespace specd::backend_test {
+
+// True if the two host tensors have the same shape and hold the same bytes.
+inline bool same_tensor(const HostTensor& a, const HostTensor& b) {
+  const Tensor &x = a.t(), &y = b.t();
+  return x.rows == y.rows && x.stride == y.stride && x.dtype == y.dtype &&
+         std::memcmp(x.data, y.data,
+                     static_cast<size_t>(x.rows * x.stride) * dtype_size(x.dtype)) == 0;
+}
 
 class CudaTest : public testing::Test {
  protected:

@@ -442,6 +442,17 @@ bool CudaBackend::int_tensor_cores(const cuda::MatmulGroup& group) const {
   return true;
 }
 
+bool CudaBackend::small_tensor_core_group(const cuda::MatmulGroup& group) const {
+  if (group.count == 0) return false;
+  const cuda::MatmulArgs& a = group.part[0];
+  if (a.m == 0 || a.m > kSmallBatch) return false;
+  for (int p = 0; p < group.count; ++p) {
+    const cuda::MatmulArgs& part = group.part[p];
+    if (part.w_dtype != a.w_dtype || !cuda::small_tensor_cores(part)) return false;
+  }
+  return a.w_dtype == DType::kBF16 || int_tensor_cores(group);
+}
+
 void CudaBackend::run_small(const cuda::MatmulGroup& group) {
   if (quant_kernel_dtype(group.part[0].w_dtype) && !int_tensor_cores(group)) {
     matmul_quant_small(group, stream_);  // GGUF blocks; int8/int4 on CUDA cores

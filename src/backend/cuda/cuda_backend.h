@@ -120,8 +120,10 @@ class CudaBackend final : public Backend {
   // The group of gated_matmul's fused int8/int4 path (count 0 where it does not take it).
   cuda::MatmulGroup gated_int_group(Activation act, Tensor& gate, const Tensor& up, const Tensor& w,
                                     const Tensor* bias, Tensor& y, bool accumulate) const;
-  // A group of at most 16 rows that the tensor-core kernels (bf16, int8/int4) run, the ones
-  // whose tile epilogue folds norms.
+  // A group of 1 to 16 rows and one weight dtype that the tensor-core kernels (bf16, int8/int4)
+  // run: the ones whose tile epilogue can fold norms or rotate q/k.
+  bool small_tensor_core_group(const cuda::MatmulGroup& group) const;
+  // small_tensor_core_group, unless SPECD_CUDA_FOLD_NORMS=0.
   bool folds_in_epilogue(const cuda::MatmulGroup& group) const;
   // Whether `norm`'s readers (its reader weight, `rows` rows) scale rows in their epilogue: the
   // writing ops leave the folded form only then.

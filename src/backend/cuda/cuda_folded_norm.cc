@@ -39,14 +39,7 @@ void CudaBackend::check_folded(const char* op, int64_t rows, int64_t cols,
 }
 
 bool CudaBackend::folds_in_epilogue(const cuda::MatmulGroup& group) const {
-  if (!fold_norms_ || group.count == 0) return false;
-  const cuda::MatmulArgs& a = group.part[0];
-  if (a.m == 0 || a.m > kSmallBatch) return false;
-  for (int p = 0; p < group.count; ++p) {
-    const cuda::MatmulArgs& part = group.part[p];
-    if (part.w_dtype != a.w_dtype || !cuda::small_tensor_cores(part)) return false;
-  }
-  return a.w_dtype == DType::kBF16 || int_tensor_cores(group);
+  return fold_norms_ && small_tensor_core_group(group);
 }
 
 bool CudaBackend::readers_fold(const FoldedNorm& norm, int64_t rows) const {

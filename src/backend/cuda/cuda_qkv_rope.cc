@@ -21,11 +21,7 @@ bool CudaBackend::qkv_rope_store_kv(FoldedNorm& norm, std::span<const MatmulPart
     return false;
   }
   cuda::MatmulGroup group = make_group(x, qkv, false);
-  for (int p = 0; p < group.count; ++p) {
-    const cuda::MatmulArgs& a = group.part[p];
-    if (a.w_dtype != group.part[0].w_dtype || !cuda::small_tensor_cores(a)) return false;
-  }
-  if (group.part[0].w_dtype != DType::kBF16 && !int_tensor_cores(group)) return false;
+  if (!small_tensor_core_group(group)) return false;
 
   Tensor &q = *qkv[0].y, &k = *qkv[1].y, &v = *qkv[2].y;
   check_device("qkv_rope_store_kv", index_,
