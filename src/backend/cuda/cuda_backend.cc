@@ -92,6 +92,7 @@ CudaBackend::CudaBackend(int device_index) : index_(device_index) {
   stream_ = stream;
   graphs_ = env_switch("SPECD_CUDA_GRAPHS");
   int_mma_ = env_switch("SPECD_CUDA_INT_MMA");
+  stacked_x_ = env_switch("SPECD_CUDA_INT_STACK");
   fuse_gate_ = env_switch("SPECD_CUDA_FUSE_GATE");
   fold_norms_ = env_switch("SPECD_CUDA_FOLD_NORMS");
   sampling_ = env_switch("SPECD_CUDA_SAMPLING");
@@ -458,8 +459,9 @@ void CudaBackend::run_small(const cuda::MatmulGroup& group) {
     matmul_quant_small(group, stream_);  // GGUF blocks; int8/int4 on CUDA cores
     return;
   }
-  const cuda::SmallMatmulPlan plan = cuda::plan_small_matmul(group, multiprocessors_);
+  cuda::SmallMatmulPlan plan = cuda::plan_small_matmul(group, multiprocessors_);
   if (plan.tiles == 0) return;
+  plan.stacked_x = stacked_x_;
   cuda::MatmulScratch s;
   s.partial_floats = cuda::small_matmul_partial_floats(plan);
   if (s.partial_floats > 0) {

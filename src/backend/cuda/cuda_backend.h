@@ -146,6 +146,8 @@ class CudaBackend final : public Backend {
   CUstream_st* stream_ = nullptr;
   bool graphs_ = true;   // SPECD_CUDA_GRAPHS=0 runs recorded forwards eagerly
   bool int_mma_ = true;  // SPECD_CUDA_INT_MMA=0: int8/int4 small-M on the CUDA-core kernel
+  // SPECD_CUDA_INT_STACK=0: up to 4 rows, x's two parts in separate mma (as for 5 to 16 rows)
+  bool stacked_x_ = true;
   // SPECD_CUDA_FUSE_GATE=0: the gated MLP's activation as its own kernel (gate_up_act declines;
   // gated_matmul runs silu_mul, then matmul).
   bool fuse_gate_ = true;

@@ -113,6 +113,8 @@ struct SmallMatmulPlan {
   int64_t tiles = 0;          // output tiles of 16 columns
   int block_splits = 1;       // blocks sharing one tile (K ranges), reduced in a fixed order
   int64_t grid_x = 0;         // blocks per split; each loops over tiles grid_x apart
+  // int8/int4 with up to 4 rows: x's two parts side by side in one mma (matmul_small_int.cu)
+  bool stacked_x = true;
 };
 SmallMatmulPlan plan_small_matmul(const MatmulGroup& group, int multiprocessors);
 // The small-M tensor-core kernels take this product: bf16 weights (K % 8 == 0, 16-byte aligned

@@ -400,8 +400,9 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
     }
     float total_p[4], total_q[4];
     sums.totals(total_p, total_q);
-    finish_tile<kTwoTiles, kPair, true>(group, tile, total_p, total_q, reduce, last_block,
-                                        block_splits, partials, tickets, inv_rms);
+    finish_tile<kTwoTiles, kPair, AccLayout::kXInA>(group, tile, total_p, total_q, reduce,
+                                                    last_block, block_splits, partials, tickets,
+                                                    inv_rms);
   }
   asm volatile("cp.async.wait_all;" ::: "memory");  // no copy may outlive the block
 }

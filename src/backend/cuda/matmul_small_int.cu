@@ -16,6 +16,12 @@
 // order. The next step's words are loaded while this one multiplies (the first before waiting
 // for the previous kernel); for up to 8 rows int4 takes two blocks per step, as many bytes in
 // flight as int8.
+//
+// Up to 4 rows (a decode step, a short verification), x is stacked: the mma's 8 B columns hold
+// each row's a and b parts side by side, so one mma per k step yields both sums (half the mma
+// and half the x words), lane (g, c) scales x row c, and int8 also takes two blocks per step.
+// The integer sums are the same and each (row, column) is scaled and added in the same order, so
+// the bits equal those of 5 to 16 rows (SPECD_CUDA_INT_STACK=0 turns it off).
 #include "backend/cuda/int_rows.cuh"
 #include "backend/cuda/small_mma.cuh"
 
@@ -147,16 +153,38 @@ struct XWords {
     return i % 4 == 0 ? v.x : i % 4 == 1 ? v.y : i % 4 == 2 ? v.z : v.w;
   }
 };
+// One part (0: a, 1: b) of an x row's block at the lane's k (zeros where not `valid`): int8
+// k = 32c .. 32c + 31; int4 k = 16c .. 16c + 15 and 64 + 16c .. 64 + 16c + 15.
 template <DType kType>
-__device__ __forceinline__ XWords load_x_words(const int8_t* block, bool valid, int c) {
-  if (!valid) return XWords{};
-  // int8: k = 32c .. 32c + 31; int4: k = 16c .. 16c + 15 and 64 + 16c .. 64 + 16c + 15.
+__device__ __forceinline__ void load_x_part(const int8_t* block, int part, bool valid, int c,
+                                            uint4 (&out)[2]) {
   const int first = Format<kType>::kInt8 ? 32 * c : 16 * c;
   const int second = Format<kType>::kInt8 ? 32 * c + 16 : 64 + 16 * c;
-  const auto at = [&](int part, int offset) {
-    return *reinterpret_cast<const uint4*>(block + part * kBlockK + offset);
-  };
-  return {{at(0, first), at(0, second)}, {at(1, first), at(1, second)}};
+  const int8_t* p = block + part * kBlockK;
+  out[0] = valid ? *reinterpret_cast<const uint4*>(p + first) : make_uint4(0, 0, 0, 0);
+  out[1] = valid ? *reinterpret_cast<const uint4*>(p + second) : make_uint4(0, 0, 0, 0);
+}
+template <DType kType>
+__device__ __forceinline__ XWords load_x_words(const int8_t* block, bool valid, int c) {
+  XWords x{};
+  if (!valid) return x;
+  load_x_part<kType>(block, 0, true, c, x.a);
+  load_x_part<kType>(block, 1, true, c, x.b);
+  return x;
+}
+
+// The weight words of mma step j (0..3) of a block for rows g, g + 8: the lane's words 2j (w[0],
+// w[1]) and 2j + 1 (w[2], w[3]); int4 word i holds low nibbles k = 16c + 4i, high nibbles k + 64.
+template <DType kType>
+__device__ __forceinline__ void weight_words(const uint32_t (&q)[2][Format<kType>::kWords], int j,
+                                             uint32_t (&w)[4]) {
+  if constexpr (Format<kType>::kInt8) {
+    w[0] = q[0][2 * j], w[1] = q[1][2 * j], w[2] = q[0][2 * j + 1], w[3] = q[1][2 * j + 1];
+  } else {
+    const int shift = j >= 2 ? 4 : 0, i = 2 * (j % 2);
+    w[0] = (q[0][i] >> shift) & 0x0F0F0F0Fu, w[1] = (q[1][i] >> shift) & 0x0F0F0F0Fu;
+    w[2] = (q[0][i + 1] >> shift) & 0x0F0F0F0Fu, w[3] = (q[1][i + 1] >> shift) & 0x0F0F0F0Fu;
+  }
 }
 
 // sum_a / sum_b (+)= the block's products of weight rows g, g + 8 with one tile of x rows.
@@ -165,18 +193,39 @@ __device__ __forceinline__ void multiply_block(const uint32_t (&q)[2][Format<kTy
                                                const XWords& x, int (&sum_a)[4], int (&sum_b)[4]) {
 #pragma unroll
   for (int j = 0; j < 4; ++j) {
-    uint32_t w[4];  // rows g, g + 8: the lane's words 2j (w[0], w[1]) and 2j + 1 (w[2], w[3])
-    if constexpr (Format<kType>::kInt8) {
-      w[0] = q[0][2 * j], w[1] = q[1][2 * j], w[2] = q[0][2 * j + 1], w[3] = q[1][2 * j + 1];
-    } else {  // word i: low nibbles k = 16c + 4i, high nibbles k + 64
-      const int shift = j >= 2 ? 4 : 0, i = 2 * (j % 2);
-      w[0] = (q[0][i] >> shift) & 0x0F0F0F0Fu, w[1] = (q[1][i] >> shift) & 0x0F0F0F0Fu;
-      w[2] = (q[0][i + 1] >> shift) & 0x0F0F0F0Fu, w[3] = (q[1][i + 1] >> shift) & 0x0F0F0F0Fu;
-    }
-    const uint32_t a0 = x.word(x.a, 2 * j), a1 = x.word(x.a, 2 * j + 1);
-    const uint32_t b0 = x.word(x.b, 2 * j), b1 = x.word(x.b, 2 * j + 1);
-    mma_codes<kType>(sum_a, w, a0, a1);
-    mma_codes<kType>(sum_b, w, b0, b1);
+    uint32_t w[4];
+    weight_words<kType>(q, j, w);
+    mma_codes<kType>(sum_a, w, x.word(x.a, 2 * j), x.word(x.a, 2 * j + 1));
+    mma_codes<kType>(sum_b, w, x.word(x.b, 2 * j), x.word(x.b, 2 * j + 1));
+  }
+}
+
+// With up to 4 x rows: B's column 2r holds row r's a part and column 2r + 1 its b part (lane
+// (g, c) loads part g & 1 of row g / 2), so one mma per step gives both sums: sum[0] / sum[1] are
+// the a / b sums of x row c with weight row g, sum[2] / sum[3] with weight row g + 8.
+template <DType kType>
+__device__ __forceinline__ void multiply_block_stacked(
+    const uint32_t (&q)[2][Format<kType>::kWords], const uint4 (&part)[2], int (&sum)[4]) {
+  const XWords x{{part[0], part[1]}, {}};
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    uint32_t w[4];
+    weight_words<kType>(q, j, w);
+    mma_codes<kType>(sum, w, x.word(x.a, 2 * j), x.word(x.a, 2 * j + 1));
+  }
+}
+
+// acc + the block's sums of one (weight row, x row) scaled: `head` is the weight row's block
+// header, s the x row's (scale, scaled sum).
+template <DType kType>
+__device__ __forceinline__ float add_sums(float acc, uint32_t head, int sum_a, int sum_b,
+                                          float2 s) {
+  const float dot = __fmaf_rn(static_cast<float>(sum_b), kLoScale, static_cast<float>(sum_a));
+  if constexpr (Format<kType>::kInt8) {
+    return __fmaf_rn(__fmul_rn(__uint_as_float(head), s.x), dot, acc);
+  } else {
+    const float d = half_value(head, 0), m = half_value(head, 1);
+    return __fmaf_rn(__fmul_rn(d, s.x), dot, __fmaf_rn(m, s.y, acc));
   }
 }
 
@@ -187,21 +236,15 @@ __device__ __forceinline__ void add_block(float (&acc)[4], const uint32_t (&head
                                           float2 xs_even, float2 xs_odd) {
 #pragma unroll
   for (int e = 0; e < 4; ++e) {
-    const uint32_t word = head[e < 2 ? 0 : 1];
-    const float2 s = e % 2 == 0 ? xs_even : xs_odd;
-    const float dot =
-        __fmaf_rn(static_cast<float>(sum_b[e]), kLoScale, static_cast<float>(sum_a[e]));
-    if constexpr (Format<kType>::kInt8) {
-      acc[e] = __fmaf_rn(__fmul_rn(__uint_as_float(word), s.x), dot, acc[e]);
-    } else {
-      const float d = half_value(word, 0), m = half_value(word, 1);
-      acc[e] = __fmaf_rn(__fmul_rn(d, s.x), dot, __fmaf_rn(m, s.y, acc[e]));
-    }
+    acc[e] = add_sums<kType>(acc[e], head[e < 2 ? 0 : 1], sum_a[e], sum_b[e],
+                             e % 2 == 0 ? xs_even : xs_odd);
   }
 }
 
-// kPer: blocks loaded together (see launch()).
-template <DType kType, bool kTwoTiles, int kPer>
+// kPer: blocks loaded together (see launch()). kStacked: up to 4 rows, both x parts in one mma
+// (multiply_block_stacked); the bits are those of the unstacked kernel (the same integer sums,
+// scaled in the same order).
+template <DType kType, bool kTwoTiles, int kPer, bool kStacked = false>
 __global__ void __launch_bounds__(kWarps * 32, 2)
     small_int_mma_kernel(MatmulGroup group, XQuant xq, int block_splits, float* partials,
                          unsigned* tickets) {
@@ -286,6 +329,17 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
         const int64_t i = s * kPer + p;
         if (i >= mine) break;  // the same for the whole warp
         const int64_t block = first + i * splits;
+        if constexpr (kStacked) {
+          const float2 xs = c < a0.m ? xq.scales[c * n_blocks + block] : make_float2(0, 0);
+          uint4 part[2];
+          load_x_part<kType>(xq.codes + ((g >> 1) * n_blocks + block) * kXBlockBytes, g & 1,
+                             (g >> 1) < a0.m, c, part);
+          int sum[4] = {0, 0, 0, 0};
+          multiply_block_stacked<kType>(w.q[p], part, sum);
+          acc0[0] = add_sums<kType>(acc0[0], w.head[p][0], sum[0], sum[1], xs);
+          acc0[1] = add_sums<kType>(acc0[1], w.head[p][1], sum[2], sum[3], xs);
+          continue;
+        }
         float2 xs[4];
 #pragma unroll
         for (int r = 0; r < 4; ++r) {
@@ -307,8 +361,9 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
       }
       w = next;
     }
-    finish_tile<kTwoTiles>(group, tile, acc0, acc1, reduce, last_block, block_splits, partials,
-                           tickets, inv_rms);
+    constexpr AccLayout kLayout = kStacked ? AccLayout::kXRowPerLane : AccLayout::kWeightsInA;
+    finish_tile<kTwoTiles, false, kLayout>(group, tile, acc0, acc1, reduce, last_block,
+                                           block_splits, partials, tickets, inv_rms);
     rows = next_rows;
   }
 }
@@ -321,8 +376,12 @@ void launch(const MatmulGroup& group, const SmallMatmulPlan& plan, const XQuant&
   // int4 loads two blocks per step for M <= 8 only: with the second x tile the registers of
   // the second block would spill.
   constexpr int kPer = kType == DType::kInt8 ? 1 : 2;
-  auto kernel = group.part[0].m > 8 ? small_int_mma_kernel<kType, true, 1>
-                                    : small_int_mma_kernel<kType, false, kPer>;
+  // Stacked (up to 4 rows), x's words take half the registers, so int8 loads two blocks per step
+  // too (one H200: int8 decode +2.9% against one block).
+  const int64_t m = group.part[0].m;
+  auto kernel = m > 8                      ? small_int_mma_kernel<kType, true, 1>
+                : m > 4 || !plan.stacked_x ? small_int_mma_kernel<kType, false, kPer>
+                                           : small_int_mma_kernel<kType, false, 2, true>;
   check(cudaLaunchKernelEx(&launch.config, kernel, group, xq, plan.block_splits, scratch.partials,
                            scratch.tickets),
         "small_int_mma_kernel");

@@ -129,11 +129,18 @@ __device__ __forceinline__ void qkv_out(const MatmulArgs& a, int row, int col, i
 // split order. Then a folded norm's inverse RMS (NormIn; the block's first tile computes it
 // into `inv_rms`, the later ones read it), bias, accumulate and the store into y (kPair: act(gate)
 // * up instead), and a folded norm's scaled rows and sums (NormOut). Called by the whole block;
-// `reduce` and `last_block` are the block's shared scratch. Accumulator layout: with weights as the
-// mma's A operand (kXAsA false), acc0 holds x rows 0-7 and acc1 x rows 8-15; with x as the A
-// operand (kXAsA true), acc0 holds weight rows 0-7 and acc1 weight rows 8-15, element e at x row g
-// + 8 (e >= 2) and weight row 2c + (e & 1).
-template <bool kTwoTiles, bool kPair = false, bool kXAsA = false>
+// `reduce` and `last_block` are the block's shared scratch. Accumulator layouts (AccLayout).
+enum class AccLayout {
+  // weights as the mma's A operand: acc0 holds x rows 0-7 and acc1 x rows 8-15, element e at
+  // weight row g (+8 for e >= 2) and x row 2c + (e & 1)
+  kWeightsInA,
+  // x as the A operand: acc0 holds weight rows 0-7 and acc1 weight rows 8-15, element e at x
+  // row g (+8 for e >= 2) and weight row 2c + (e & 1)
+  kXInA,
+  // one x row per lane (up to 4 rows): acc0[0] at weight row g and acc0[1] at g + 8, x row c
+  kXRowPerLane,
+};
+template <bool kTwoTiles, bool kPair = false, AccLayout kLayout = AccLayout::kWeightsInA>
 __device__ __forceinline__ void finish_tile(const MatmulGroup& group, int64_t tile,
                                             const float (&acc0)[4], const float (&acc1)[4],
                                             float (&reduce)[kWarps][kMaxRows][kTileN],
@@ -154,7 +161,11 @@ __device__ __forceinline__ void finish_tile(const MatmulGroup& group, int64_t ti
 
 #pragma unroll
   for (int e = 0; e < 4; ++e) {
-    if constexpr (kXAsA) {
+    if constexpr (kLayout == AccLayout::kXRowPerLane) {
+      // x row c + 4e: the lane's row (e = 0) or rows no lane holds (zeros).
+      reduce[warp][c + 4 * e][g] = e == 0 ? acc0[0] : 0.0f;
+      reduce[warp][c + 4 * e][g + 8] = e == 0 ? acc0[1] : 0.0f;
+    } else if constexpr (kLayout == AccLayout::kXInA) {
       const int x_row = g + (e >= 2 ? 8 : 0), wr = 2 * c + (e & 1);
       reduce[warp][x_row][wr] = acc0[e];
       reduce[warp][x_row][wr + 8] = acc1[e];
