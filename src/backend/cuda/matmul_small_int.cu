@@ -148,7 +148,7 @@ struct Step {
 // 2j and 2j + 1), at the k of the lane's weight words.
 struct XWords {
   uint4 a[2], b[2];
-  __device__ __forceinline__ uint32_t word(const uint4 (&p)[2], int i) const {
+  static __device__ __forceinline__ uint32_t word(const uint4 (&p)[2], int i) {
     const uint4& v = p[i / 4];
     return i % 4 == 0 ? v.x : i % 4 == 1 ? v.y : i % 4 == 2 ? v.z : v.w;
   }
@@ -206,12 +206,11 @@ __device__ __forceinline__ void multiply_block(const uint32_t (&q)[2][Format<kTy
 template <DType kType>
 __device__ __forceinline__ void multiply_block_stacked(
     const uint32_t (&q)[2][Format<kType>::kWords], const uint4 (&part)[2], int (&sum)[4]) {
-  const XWords x{{part[0], part[1]}, {}};
 #pragma unroll
   for (int j = 0; j < 4; ++j) {
     uint32_t w[4];
     weight_words<kType>(q, j, w);
-    mma_codes<kType>(sum, w, x.word(x.a, 2 * j), x.word(x.a, 2 * j + 1));
+    mma_codes<kType>(sum, w, XWords::word(part, 2 * j), XWords::word(part, 2 * j + 1));
   }
 }
 
@@ -338,25 +337,25 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
           multiply_block_stacked<kType>(w.q[p], part, sum);
           acc0[0] = add_sums<kType>(acc0[0], w.head[p][0], sum[0], sum[1], xs);
           acc0[1] = add_sums<kType>(acc0[1], w.head[p][1], sum[2], sum[3], xs);
-          continue;
-        }
-        float2 xs[4];
+        } else {
+          float2 xs[4];
 #pragma unroll
-        for (int r = 0; r < 4; ++r) {
-          const int64_t x_row = 2 * c + (r & 1) + (r >= 2 ? 8 : 0);
-          xs[r] = scaled[r] ? xq.scales[x_row * n_blocks + block] : make_float2(0, 0);
-        }
-        int sum_a[4] = {0, 0, 0, 0}, sum_b[4] = {0, 0, 0, 0};
-        const XWords x0 =
-            load_x_words<kType>(xq.codes + (g * n_blocks + block) * kXBlockBytes, has0, c);
-        multiply_block<kType>(w.q[p], x0, sum_a, sum_b);
-        add_block<kType>(acc0, w.head[p], sum_a, sum_b, xs[0], xs[1]);
-        if constexpr (kTwoTiles) {
-          int sum_a1[4] = {0, 0, 0, 0}, sum_b1[4] = {0, 0, 0, 0};
-          const XWords x1 =
-              load_x_words<kType>(xq.codes + ((g + 8) * n_blocks + block) * kXBlockBytes, has1, c);
-          multiply_block<kType>(w.q[p], x1, sum_a1, sum_b1);
-          add_block<kType>(acc1, w.head[p], sum_a1, sum_b1, xs[2], xs[3]);
+          for (int r = 0; r < 4; ++r) {
+            const int64_t x_row = 2 * c + (r & 1) + (r >= 2 ? 8 : 0);
+            xs[r] = scaled[r] ? xq.scales[x_row * n_blocks + block] : make_float2(0, 0);
+          }
+          int sum_a[4] = {0, 0, 0, 0}, sum_b[4] = {0, 0, 0, 0};
+          const XWords x0 =
+              load_x_words<kType>(xq.codes + (g * n_blocks + block) * kXBlockBytes, has0, c);
+          multiply_block<kType>(w.q[p], x0, sum_a, sum_b);
+          add_block<kType>(acc0, w.head[p], sum_a, sum_b, xs[0], xs[1]);
+          if constexpr (kTwoTiles) {
+            int sum_a1[4] = {0, 0, 0, 0}, sum_b1[4] = {0, 0, 0, 0};
+            const XWords x1 = load_x_words<kType>(
+                xq.codes + ((g + 8) * n_blocks + block) * kXBlockBytes, has1, c);
+            multiply_block<kType>(w.q[p], x1, sum_a1, sum_b1);
+            add_block<kType>(acc1, w.head[p], sum_a1, sum_b1, xs[2], xs[3]);
+          }
         }
       }
       w = next;
