@@ -46,6 +46,9 @@ inline uint16_t f32_to_bf16(float value) {
   return static_cast<uint16_t>(bits >> 16);
 }
 
+// value rounded to the nearest bf16 (ties to even), as float.
+inline float round_to_bf16(float value) { return bf16_to_f32(f32_to_bf16(value)); }
+
 float f16_to_f32(uint16_t bits);
 uint16_t f32_to_f16(float value);
 

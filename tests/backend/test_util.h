@@ -80,6 +80,18 @@ inline HostTensor i32_vector(const std::vector<int32_t>& values) {
   return t;
 }
 
+// An f32 copy of x with each value rounded to bf16 (ties to even): what the CPU backend multiplies
+// bf16 weights by (CpuBackend::Bf16Path).
+inline HostTensor rounded_to_bf16(const Tensor& x) {
+  HostTensor out(DType::kF32, x.rows, x.cols);
+  for (int64_t r = 0; r < x.rows; ++r) {
+    for (int64_t c = 0; c < x.cols; ++c) {
+      out.t().row<float>(r)[c] = round_to_bf16(x.row<const float>(r)[c]);
+    }
+  }
+  return out;
+}
+
 // max |got - want| / max |want| over a [rows, cols] f32 pair.
 inline double max_rel_error(const Tensor& got, const Tensor& want) {
   double max_err = 0.0, max_ref = 0.0;

@@ -62,10 +62,21 @@ CpuBackend::CpuBackend(int threads, bool map_weights)
       scratch_(pool_->size()),
       map_weights_(map_weights) {
   cpu::gemm_init();
+  bf16_path_ = cpu::have_bf16_dot() ? Bf16Path::kDot : Bf16Path::kSimd;
+  const char* env = std::getenv("SPECD_CPU_BF16");
+  if (env != nullptr && std::strcmp(env, "simd") == 0) bf16_path_ = Bf16Path::kSimd;
+  if (env != nullptr && std::strcmp(env, "f32") == 0) bf16_path_ = Bf16Path::kSimdF32;
+}
+
+void CpuBackend::set_bf16_path(Bf16Path path) {
+  SPECD_CHECK(path != Bf16Path::kDot || cpu::have_bf16_dot(),
+              "cpu: this CPU has no AVX512-BF16 dot products");
+  bf16_path_ = path;
 }
 
 std::string CpuBackend::describe() const {
-  return fmt::format("cpu ({}, {} thread{})", cpu::simd_target_name(), pool_->size(),
+  return fmt::format("cpu ({}{}, {} thread{})", cpu::simd_target_name(),
+                     bf16_path_ == Bf16Path::kDot ? " + BF16 dot" : "", pool_->size(),
                      pool_->size() == 1 ? "" : "s");
 }
 
@@ -146,6 +157,10 @@ bool CpuBackend::small_path(const cpu::MatmulArgs& a) {
 void CpuBackend::small_columns(const cpu::MatmulArgs& a, int64_t begin, int64_t end) {
   if (is_quantized(a.w_dtype)) {
     cpu::matmul_quant(a, quant_x_, begin, end);
+  } else if (a.w_dtype == DType::kBF16 && bf16_path_ == Bf16Path::kDot) {
+    cpu::MatmulArgs packed = a;
+    packed.x_bf16 = reinterpret_cast<const uint16_t*>(aligned_floats(split_x_));
+    cpu::matmul_bf16_dot(packed, begin, end);
   } else if (a.w_dtype == DType::kBF16) {
     cpu::MatmulArgs split = a;
     split.x_split = aligned_floats(split_x_);
@@ -159,10 +174,32 @@ void CpuBackend::prepare_x(const cpu::MatmulArgs& a) {
   if (is_quantized(a.w_dtype)) {
     grow(quant_x_scratch_, static_cast<size_t>(cpu::matmul_quant_scratch(a)));
     quant_x_ = cpu::quantize_x(a, quant_x_scratch_.data());
+  } else if (a.w_dtype == DType::kBF16 && bf16_path_ == Bf16Path::kDot) {
+    const int64_t halves = a.m * cpu::bf16_x_stride(a.k);  // two bf16 values per float
+    grow(split_x_, static_cast<size_t>(halves / 2) + kAlignFloats);
+    cpu::pack_x_bf16(a, reinterpret_cast<uint16_t*>(aligned_floats(split_x_)));
   } else if (a.w_dtype == DType::kBF16) {
     grow(split_x_, static_cast<size_t>(a.m * cpu::split_x_stride(a.k)) + kAlignFloats);
-    cpu::split_x(a, aligned_floats(split_x_));
+    cpu::split_x(a, bf16_path_ == Bf16Path::kSimd, aligned_floats(split_x_));
   }
+}
+
+// The GEMM path's x: for bf16 weights rounded to bf16 into rounded_x_ (unless kSimdF32), as the
+// small-M path multiplies it, so that prompt and decode steps share one precision.
+cpu::MatmulArgs CpuBackend::gemm_x(const cpu::MatmulArgs& a) {
+  if (a.w_dtype != DType::kBF16 || bf16_path_ == Bf16Path::kSimdF32) return a;
+  grow(rounded_x_, static_cast<size_t>(a.m * a.k));
+  run(a.m, a.m * a.k, [&](int64_t begin, int64_t end, int) {
+    for (int64_t r = begin; r < end; ++r) {
+      const float* in = a.x + r * a.x_stride;
+      float* out = rounded_x_.data() + r * a.k;
+      for (int64_t c = 0; c < a.k; ++c) out[c] = round_to_bf16(in[c]);
+    }
+  });
+  cpu::MatmulArgs g = a;
+  g.x = rounded_x_.data();
+  g.x_stride = a.k;
+  return g;
 }
 
 // Column chunks are claimed by the threads as they free up (each column's result does not depend
@@ -191,6 +228,7 @@ void CpuBackend::matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Te
     run_columns(a.n, work, [&](int64_t begin, int64_t end) { small_columns(a, begin, end); });
     return;
   }
+  const cpu::MatmulArgs g = gemm_x(a);
   if (a.w_dtype != DType::kF32) {
     const auto size = static_cast<size_t>(cpu::gemm_block_rows(a.k) * a.k);
     for (Scratch& s : scratch_) grow(s.gemm, size);
@@ -198,7 +236,7 @@ void CpuBackend::matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Te
   run(
       a.n, work,
       [&](int64_t begin, int64_t end, int t) {
-        cpu::matmul_gemm(a, begin, end, scratch_[t].gemm.data());
+        cpu::matmul_gemm(g, begin, end, scratch_[t].gemm.data());
       },
       16);
 }

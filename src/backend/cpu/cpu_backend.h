@@ -20,6 +20,14 @@ class CpuBackend final : public Backend {
   // `map_weights`: then the kernels read them where the caller has them (a file mapping).
   explicit CpuBackend(int threads, bool map_weights = false);
 
+  // How the small-M path multiplies bf16 weights: kDot (AVX512-BF16 dot products, where the CPU
+  // has them: the default) and kSimd (Highway multiply-adds) both on x rounded to bf16, as bf16
+  // inference does; kSimdF32 on x as it is (2x the arithmetic of kDot). SPECD_CPU_BF16=simd|f32
+  // picks the latter two.
+  enum class Bf16Path { kDot, kSimd, kSimdF32 };
+  Bf16Path bf16_path() const { return bf16_path_; }
+  void set_bf16_path(Bf16Path path);  // kDot only where cpu::have_bf16_dot()
+
   Device device() const override { return Device{DeviceKind::kCpu, 0}; }
   std::string describe() const override;  // "cpu (AVX2, 2 threads)"
   int threads() const { return pool_->size(); }
@@ -58,6 +66,7 @@ class CpuBackend final : public Backend {
   // a.x as the small-M kernel of a.w_dtype reads it, once per product (or group of products):
   // quantised into quant_x_ for block-quantised weights, split into split_x_ for bf16.
   void prepare_x(const cpu::MatmulArgs& a);
+  cpu::MatmulArgs gemm_x(const cpu::MatmulArgs& a);
   // Runs fn(begin, end) over the columns [0, n) of a small-M product on the pool (one contiguous
   // share per thread: on tiny models, chunks taken in turn cost more than they balance).
   template <typename Fn>
@@ -95,10 +104,12 @@ class CpuBackend final : public Backend {
   std::vector<Scratch> scratch_;        // one per pool thread
   std::vector<float> quant_x_scratch_;  // [matmul_quant_scratch] backs quant_x_
   cpu::QuantizedX quant_x_;             // x of the current product with quantised weights
-  std::vector<float> split_x_;          // x of the current bf16 product as cpu::split_x lays it out
+  std::vector<float> split_x_;          // x of the current bf16 product as its kernel reads it
+  std::vector<float> rounded_x_;        // [m, k] x of a bf16 GEMM product, rounded to bf16
   std::vector<int32_t> row_blocks_;     // attention: first row of each row block, then m
   bool map_weights_ = false;            // place_weight leaves weights where they are
-  WeightArena weights_{*this};          // placed weights (unless map_weights_)
+  Bf16Path bf16_path_ = Bf16Path::kSimd;
+  WeightArena weights_{*this};  // placed weights (unless map_weights_)
 };
 
 }  // namespace specd

@@ -23,19 +23,33 @@ struct MatmulArgs {
   // bf16 weights on the small-M path: x rearranged by split_x, [m, k] f32, row stride
   // split_x_stride(k).
   const float* x_split = nullptr;
+  // bf16 weights on the AVX512-BF16 path: x packed by pack_x_bf16, [m, bf16_x_stride(k)] bf16,
+  // 64-byte aligned.
+  const uint16_t* x_bf16 = nullptr;
 };
 
 // The batch-invariant small-M kernel: every (row, column) result is reduced in an order that
 // depends only on k (and the SIMD target), never on m or on [n_begin, n_end).
-// bf16 weights need args.x_split.
+// bf16 weights need args.x_split (and multiply its values, not args.x's).
 void matmul_small(const MatmulArgs& args, int64_t n_begin, int64_t n_end);
 
 // args.x rearranged for the bf16 small-M kernel into out ([m, split_x_stride(k)] floats): per
 // chunk of 2L elements (L = f32 lanes of the SIMD target), its even-index elements, then its
-// odd-index ones; the k % 2L tail is left unwritten (the kernel reads it from args.x).
-void split_x(const MatmulArgs& args, float* out);
+// odd-index ones, then the k % 2L tail in place; `round_bf16`: each value rounded to bf16.
+void split_x(const MatmulArgs& args, bool round_bf16, float* out);
 // Row stride of split_x's output: k rounded up to 16 floats, so that rows start on 64-byte lines.
 inline int64_t split_x_stride(int64_t k) { return (k + 15) / 16 * 16; }
+
+// The bf16 small-M product on CPUs with AVX512-BF16 dot products (matmul_bf16_dot.cc), on x
+// rounded to bf16.
+bool have_bf16_dot();  // the CPU has them (and the OS saves the 512-bit registers)
+// Row stride of pack_x_bf16's output in bf16 elements: k rounded up to 32 (64 bytes).
+inline int64_t bf16_x_stride(int64_t k) { return (k + 31) / 32 * 32; }
+// args.x rounded to bf16 (ties to even) into out ([m, bf16_x_stride(k)], 64-byte aligned; the
+// padding zeroed).
+void pack_x_bf16(const MatmulArgs& args, uint16_t* out);
+// The same contract as matmul_small for bf16 weights, on args.x_bf16; only if have_bf16_dot().
+void matmul_bf16_dot(const MatmulArgs& args, int64_t n_begin, int64_t n_end);
 
 // x quantised for the block-quantised kernel, per row and 32-element group: x ~= scale * q with
 // q int16 (|q| <= 32767, rounded to nearest), and the exact f32 sum of the group. A group with a

@@ -39,9 +39,11 @@ constexpr int64_t kPrefetchBytes = 1024;
 
 // The end of a tile: horizontal sums of the accumulators (four at a time, padded with repeats of
 // the last one), the scalar sum of the tail elements k_vec..k, bias, and the store into y.
+// `x` and `x_stride`: the rows the tail elements are read from.
 template <int MR, int NR, typename W, typename V>
 HWY_INLINE void Finish(const MatmulArgs& a, int64_t m0, int64_t n0, int64_t n_step,
-                       const V (&acc)[MR][NR], int64_t k_vec, const W* const (&w)[NR]) {
+                       const V (&acc)[MR][NR], int64_t k_vec, const W* const (&w)[NR],
+                       const float* x_rows, int64_t x_stride) {
   const hn::ScalableTag<float> d;
   constexpr int kCount = MR * NR;
   const V* flat = &acc[0][0];
@@ -55,7 +57,7 @@ HWY_INLINE void Finish(const MatmulArgs& a, int64_t m0, int64_t n0, int64_t n_st
     bias[j] = a.bias != nullptr ? load_as_f32(a.bias, a.bias_dtype, n0 + j * n_step) : 0.0f;
   }
   for (int i = 0; i < MR; ++i) {
-    const float* x = a.x + (m0 + i) * a.x_stride;
+    const float* x = x_rows + (m0 + i) * x_stride;
     float* y = a.y + (m0 + i) * a.y_stride + n0;
     for (int j = 0; j < NR; ++j) {
       float r = sums[i * NR + j];
@@ -108,7 +110,7 @@ HWY_INLINE void Tile(const MatmulArgs& a, int64_t m0, int64_t n0, int64_t n_step
     for (int64_t u = 0; u < kLineSteps; ++u) step(k + u * lanes);
   }
   for (; k < k_vec; k += lanes) step(k);
-  Finish<MR, NR>(a, m0, n0, n_step, acc, k_vec, w);
+  Finish<MR, NR>(a, m0, n0, n_step, acc, k_vec, w, a.x, a.x_stride);
 }
 
 // bf16 weights, 2L elements per step (L = f32 lanes): read as L u32 words, the even elements are
@@ -164,7 +166,7 @@ HWY_INLINE void TileBf16(const MatmulArgs& a, int64_t m0, int64_t n0, int64_t n_
     for (int64_t u = 0; u < kLineSteps; ++u) step(k + u * 2 * lanes);
   }
   for (; k < k_vec; k += 2 * lanes) step(k);
-  Finish<MR, NR>(a, m0, n0, n_step, acc, k_vec, w);
+  Finish<MR, NR>(a, m0, n0, n_step, acc, k_vec, w, a.x_split, split_x_stride(a.k));
 }
 
 // All rows of bf16 columns n0 + j * n_step, j < NR: row tiles of at most max_rows (<= 5) rows,
@@ -276,20 +278,23 @@ void MatmulSmall(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
 }
 
 // out[m][c * 2L + l] = x[m][c * 2L + 2l] and out[m][c * 2L + L + l] = x[m][c * 2L + 2l + 1], for
-// whole chunks of 2L elements (L = f32 lanes): the layout TileBf16 reads.
-void SplitX(const MatmulArgs& a, float* out) {
+// whole chunks of 2L elements (L = f32 lanes), then the tail in place: the layout TileBf16 reads.
+// `round_bf16`: each value rounded to the nearest bf16 (ties to even).
+void SplitX(const MatmulArgs& a, bool round_bf16, float* out) {
   const hn::ScalableTag<float> d;
   const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
   const int64_t k_vec = a.k - a.k % (2 * lanes);
+  auto value = [round_bf16](float v) { return round_bf16 ? round_to_bf16(v) : v; };
   for (int64_t m = 0; m < a.m; ++m) {
     const float* x = a.x + m * a.x_stride;
     float* o = out + m * split_x_stride(a.k);
     for (int64_t c = 0; c < k_vec; c += 2 * lanes) {
       for (int64_t l = 0; l < lanes; ++l) {
-        o[c + l] = x[c + 2 * l];
-        o[c + lanes + l] = x[c + 2 * l + 1];
+        o[c + l] = value(x[c + 2 * l]);
+        o[c + lanes + l] = value(x[c + 2 * l + 1]);
       }
     }
+    for (int64_t k = k_vec; k < a.k; ++k) o[k] = value(x[k]);
   }
 }
 
@@ -310,7 +315,9 @@ void matmul_small(const MatmulArgs& args, int64_t n_begin, int64_t n_end) {
   HWY_DYNAMIC_DISPATCH(MatmulSmall)(args, n_begin, n_end);
 }
 
-void split_x(const MatmulArgs& args, float* out) { HWY_DYNAMIC_DISPATCH(SplitX)(args, out); }
+void split_x(const MatmulArgs& args, bool round_bf16, float* out) {
+  HWY_DYNAMIC_DISPATCH(SplitX)(args, round_bf16, out);
+}
 
 const char* simd_target_name() { return HWY_DYNAMIC_DISPATCH(TargetName)(); }
 

@@ -1,0 +1,177 @@
+// Batch-invariant small-M matmul for bf16 weights on x86 CPUs with AVX512-BF16 (vdpbf16ps).
+//
+// x is rounded to bf16 once per product (pack_x_bf16), as bf16 inference engines do. One
+// vdpbf16ps multiplies 32 weights by 32 x values and adds the 16 pair sums into 16 f32 lanes; a
+// bf16 x bf16 product is exact in f32, so only the additions round, and it does the work of two
+// f32 multiply-adds. Every (row m, column n) result is computed by the same sequence, whatever M,
+// the tile or the thread's columns: acc = dp(acc, x, w) per 32-element chunk (the last one masked
+// to k), a fixed horizontal sum of the 16 lanes, + bias, then y + result. Highway 1.0 has no
+// operation for vdpbf16ps, hence the intrinsics here.
+#include <immintrin.h>
+
+#include <algorithm>
+
+#include "backend/cpu/kernels.h"
+
+namespace specd::cpu {
+
+#if defined(__x86_64__) && defined(__GNUC__)
+
+// GCC 12 warns about the intrinsics' own deliberately undefined vectors (_mm512_undefined_*).
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+#define SPECD_BF16_DOT __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
+
+namespace {
+
+constexpr int64_t kChunk = 32;              // bf16 elements per vector
+constexpr int64_t kPrefetchElements = 512;  // 1 KiB ahead in each weight row
+constexpr int kMaxTileRows = 6;             // 6 x 4 accumulators + 4 weights + 1 x of 32 registers
+constexpr int kTileCols = 4;
+
+// One chunk of k: acc[i][j] = dp(acc[i][j], x[i], w[j]). `valid` weights of the chunk are loaded
+// (the rest are zero; x's padding is zero too).
+template <int MR, int NR, bool kMasked>
+SPECD_BF16_DOT __attribute__((always_inline)) inline void step(__m512 (&acc)[MR][NR],
+                                                               const uint16_t* const (&w)[NR],
+                                                               const uint16_t* const (&x)[MR],
+                                                               int64_t c, int64_t ahead,
+                                                               int64_t valid) {
+  const int64_t k = c * kChunk;
+  __m512bh wv[NR];
+#pragma GCC unroll 8
+  for (int j = 0; j < NR; ++j) {
+    _mm_prefetch(reinterpret_cast<const char*>(w[j] + k + ahead), _MM_HINT_T0);
+    if constexpr (kMasked) {
+      const __mmask32 mask = static_cast<__mmask32>((uint64_t{1} << valid) - 1);
+      wv[j] = reinterpret_cast<__m512bh>(_mm512_maskz_loadu_epi16(mask, w[j] + k));
+    } else {
+      wv[j] = reinterpret_cast<__m512bh>(_mm512_loadu_si512(w[j] + k));
+    }
+  }
+#pragma GCC unroll 8
+  for (int i = 0; i < MR; ++i) {
+    const __m512bh xv = reinterpret_cast<__m512bh>(_mm512_load_si512(x[i] + k));
+#pragma GCC unroll 8
+    for (int j = 0; j < NR; ++j) acc[i][j] = _mm512_dpbf16_ps(acc[i][j], xv, wv[j]);
+  }
+}
+
+// Rows [m0, m0 + MR) x columns n0 + j * n_step, j < NR. `next_rows`: an earlier row tile already
+// brought these columns' weights into cache, so the prefetches fetch the next weight rows.
+template <int MR, int NR>
+SPECD_BF16_DOT void tile(const MatmulArgs& a, int64_t m0, int64_t n0, int64_t n_step,
+                         bool next_rows) {
+  const int64_t full = a.k / kChunk;
+  const int64_t x_stride = bf16_x_stride(a.k);
+  const uint16_t* w[NR];
+  const uint16_t* x[MR];
+  for (int j = 0; j < NR; ++j) {
+    w[j] = static_cast<const uint16_t*>(a.w) + (n0 + j * n_step) * a.w_stride;
+  }
+  for (int i = 0; i < MR; ++i) x[i] = a.x_bf16 + (m0 + i) * x_stride;
+  __m512 acc[MR][NR];
+  for (int i = 0; i < MR; ++i) {
+    for (int j = 0; j < NR; ++j) acc[i][j] = _mm512_setzero_ps();
+  }
+  const int64_t ahead = next_rows ? a.w_stride : kPrefetchElements;
+  for (int64_t c = 0; c < full; ++c) step<MR, NR, false>(acc, w, x, c, ahead, kChunk);
+  if (full * kChunk < a.k) {
+    step<MR, NR, true>(acc, w, x, full, ahead, a.k - full * kChunk);
+  }
+  float bias[NR];
+  for (int j = 0; j < NR; ++j) {
+    bias[j] = a.bias != nullptr ? load_as_f32(a.bias, a.bias_dtype, n0 + j * n_step) : 0.0f;
+  }
+  for (int i = 0; i < MR; ++i) {
+    float* y = a.y + (m0 + i) * a.y_stride + n0;
+    for (int j = 0; j < NR; ++j) {
+      float r = _mm512_reduce_add_ps(acc[i][j]);
+      if (a.bias != nullptr) r = r + bias[j];
+      float& out = y[j * n_step];
+      out = a.accumulate ? out + r : r;
+    }
+  }
+}
+
+// All rows of columns n0 + j * n_step, j < NR, in row tiles of at most kMaxTileRows, sized as
+// evenly as possible, smaller ones first (the later tiles prefetch the next weight rows).
+template <int NR>
+SPECD_BF16_DOT void columns(const MatmulArgs& a, int64_t n0, int64_t n_step) {
+  const int64_t tiles = (a.m + kMaxTileRows - 1) / kMaxTileRows;
+  int64_t m0 = 0;
+  for (int64_t t = 0; t < tiles; ++t) {
+    const int64_t rows = (a.m - m0) / (tiles - t);
+    const bool next = t > 0;
+    switch (rows) {
+      case 6:
+        tile<6, NR>(a, m0, n0, n_step, next);
+        break;
+      case 5:
+        tile<5, NR>(a, m0, n0, n_step, next);
+        break;
+      case 4:
+        tile<4, NR>(a, m0, n0, n_step, next);
+        break;
+      case 3:
+        tile<3, NR>(a, m0, n0, n_step, next);
+        break;
+      case 2:
+        tile<2, NR>(a, m0, n0, n_step, next);
+        break;
+      default:
+        tile<1, NR>(a, m0, n0, n_step, next);
+        break;
+    }
+    m0 += rows;
+  }
+}
+
+// Splits [n_begin, n_end) into kTileCols equal runs walked side by side (kTileCols distant weight
+// rows in flight), then the leftover columns one at a time.
+SPECD_BF16_DOT void walk(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
+  const int64_t run = (n_end - n_begin) / kTileCols;
+  for (int64_t i = 0; i < run; ++i) columns<kTileCols>(a, n_begin + i, run);
+  for (int64_t n = n_begin + kTileCols * run; n < n_end; ++n) columns<1>(a, n, 0);
+}
+
+SPECD_BF16_DOT void pack_x(const MatmulArgs& a, uint16_t* out) {
+  const int64_t stride = bf16_x_stride(a.k);
+  for (int64_t m = 0; m < a.m; ++m) {
+    const float* x = a.x + m * a.x_stride;
+    uint16_t* o = out + m * stride;
+    for (int64_t k = 0; k < stride; k += 16) {
+      const int64_t valid = std::min<int64_t>(16, std::max<int64_t>(0, a.k - k));
+      const __m512 v =
+          _mm512_maskz_loadu_ps(static_cast<__mmask16>((1u << valid) - 1), x + std::min(k, a.k));
+      const __m256i packed = reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(v));  // ties to even
+      _mm256_store_si256(reinterpret_cast<__m256i*>(o + k), packed);
+    }
+  }
+}
+
+}  // namespace
+
+bool have_bf16_dot() {
+  static const bool have = __builtin_cpu_supports("avx512f") &&
+                           __builtin_cpu_supports("avx512bw") &&
+                           __builtin_cpu_supports("avx512bf16");
+  return have;
+}
+
+void pack_x_bf16(const MatmulArgs& a, uint16_t* out) { pack_x(a, out); }
+
+void matmul_bf16_dot(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
+  walk(a, n_begin, n_end);
+}
+
+#else  // no AVX512-BF16 code on this architecture or compiler
+
+bool have_bf16_dot() { return false; }
+void pack_x_bf16(const MatmulArgs&, uint16_t*) {}
+void matmul_bf16_dot(const MatmulArgs&, int64_t, int64_t) {}
+
+#endif
+
+}  // namespace specd::cpu
