@@ -18,8 +18,10 @@ namespace specd::cpu {
 #if defined(__x86_64__) && defined(__GNUC__)
 
 // GCC 12 warns about the intrinsics' own deliberately undefined vectors (_mm512_undefined_*).
+#if !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 
 #define SPECD_BF16_DOT __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
 
