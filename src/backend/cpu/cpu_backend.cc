@@ -7,6 +7,7 @@
 #include <array>
 #include <cstdlib>
 #include <cstring>
+#include <string_view>
 
 #include "backend/cpu/kernels.h"
 #include "backend/op_checks.h"
@@ -63,14 +64,19 @@ CpuBackend::CpuBackend(int threads, bool map_weights)
       map_weights_(map_weights) {
   cpu::gemm_init();
   bf16_path_ = cpu::have_bf16_dot() ? Bf16Path::kDot : Bf16Path::kSimd;
-  const char* env = std::getenv("SPECD_CPU_BF16");
-  if (env != nullptr && std::strcmp(env, "simd") == 0) bf16_path_ = Bf16Path::kSimd;
-  if (env != nullptr && std::strcmp(env, "f32") == 0) bf16_path_ = Bf16Path::kSimdF32;
+  if (const char* env = std::getenv("SPECD_CPU_BF16"); env != nullptr && *env != '\0') {
+    const std::string_view name = env;
+    SPECD_CHECK(name == "dot" || name == "simd" || name == "f32",
+                "SPECD_CPU_BF16 is '{}': expected dot, simd or f32", name);
+    set_bf16_path(name == "dot"    ? Bf16Path::kDot
+                  : name == "simd" ? Bf16Path::kSimd
+                                   : Bf16Path::kSimdF32);
+  }
 }
 
 void CpuBackend::set_bf16_path(Bf16Path path) {
   SPECD_CHECK(path != Bf16Path::kDot || cpu::have_bf16_dot(),
-              "cpu: this CPU has no AVX512-BF16 dot products");
+              "cpu: this CPU has no AVX512-BF16 dot products (SPECD_CPU_BF16=dot)");
   bf16_path_ = path;
 }
 
