@@ -156,8 +156,9 @@ cpu::MatmulArgs matmul_args(const Tensor& x, const Tensor& w, const Tensor* bias
 
 }  // namespace
 
-bool CpuBackend::small_path(const cpu::MatmulArgs& a) {
-  return a.m < kGemmMinRows || a.k == 0 || !cpu::have_gemm();
+bool CpuBackend::small_path(const cpu::MatmulArgs& a) const {
+  const bool dot = a.w_dtype == DType::kBF16 && bf16_path_ == Bf16Path::kDot;
+  return dot || a.m < kGemmMinRows || a.k == 0 || !cpu::have_gemm();
 }
 
 void CpuBackend::small_columns(const cpu::MatmulArgs& a, int64_t begin, int64_t end) {

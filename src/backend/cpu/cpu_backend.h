@@ -59,8 +59,9 @@ class CpuBackend final : public Backend {
                  float scale, Tensor& out) override;
 
  private:
-  // The batch-invariant small-M kernels (rather than the prefill GEMM) take this product.
-  static bool small_path(const cpu::MatmulArgs& a);
+  // The batch-invariant small-M kernels (rather than the prefill GEMM) take this product: every
+  // bf16 product on kDot (twice the GEMM's f32 arithmetic rate), else those of fewer rows.
+  bool small_path(const cpu::MatmulArgs& a) const;
   // Columns [begin, end) of a small-M product (quantised weights: on quant_x_).
   void small_columns(const cpu::MatmulArgs& a, int64_t begin, int64_t end);
   // a.x as the small-M kernel of a.w_dtype reads it, once per product (or group of products):

@@ -31,6 +31,7 @@ constexpr int64_t kChunk = 32;              // bf16 elements per vector
 constexpr int64_t kPrefetchElements = 512;  // 1 KiB ahead in each weight row
 constexpr int kMaxTileRows = 6;             // 6 x 4 accumulators + 4 weights + 1 x of 32 registers
 constexpr int kTileCols = 4;
+constexpr int64_t kBlockRows = 32;  // rows of x a pass over the columns reads (64 KiB at K = 1024)
 
 // One chunk of k: acc[i][j] = dp(acc[i][j], x[i], w[j]). `valid` weights of the chunk are loaded
 // (the rest are zero; x's padding is zero too).
@@ -164,8 +165,17 @@ bool have_bf16_dot() {
 
 void pack_x_bf16(const MatmulArgs& a, uint16_t* out) { pack_x(a, out); }
 
+// Rows in blocks of kBlockRows: a block's x (up to 192 KiB at K = 3072) stays in L2 while every
+// column group of the range runs over it, and the range's weights stay in cache from block to block.
 void matmul_bf16_dot(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
-  walk(a, n_begin, n_end);
+  const int64_t stride = bf16_x_stride(a.k);
+  for (int64_t m0 = 0; m0 < a.m; m0 += kBlockRows) {
+    MatmulArgs block = a;
+    block.m = std::min(kBlockRows, a.m - m0);
+    block.x_bf16 = a.x_bf16 + m0 * stride;
+    block.y = a.y + m0 * a.y_stride;
+    walk(block, n_begin, n_end);
+  }
 }
 
 #else  // no AVX512-BF16 code on this architecture or compiler
