@@ -20,10 +20,10 @@ class CpuBackend final : public Backend {
   // `map_weights`: then the kernels read them where the caller has them (a file mapping).
   explicit CpuBackend(int threads, bool map_weights = false);
 
-  // How bf16 weights meet x: kDot (AVX512-BF16 dot products; the default where the CPU has them)
-  // and kSimd (Highway multiply-adds; the default elsewhere) multiply x rounded to bf16, as bf16
-  // inference does; kSimdF32 multiplies x as it is. The small-M products run the named kernel; the
-  // prefill GEMM rounds x unless kSimdF32. SPECD_CPU_BF16=dot|simd|f32 picks one.
+  // How bf16 weights meet x: kDot (AVX512-BF16 dot products, for every bf16 product, prompts
+  // included; the default where the CPU has them) and kSimd (Highway multiply-adds below 65 rows,
+  // the f32 GEMM above; the default elsewhere) multiply x rounded to bf16, as bf16 inference does;
+  // kSimdF32 is kSimd on x as it is. SPECD_CPU_BF16=dot|simd|f32 picks one.
   enum class Bf16Path { kDot, kSimd, kSimdF32 };
   Bf16Path bf16_path() const { return bf16_path_; }
   void set_bf16_path(Bf16Path path);  // kDot only where cpu::have_bf16_dot()

@@ -166,7 +166,8 @@ bool have_bf16_dot() {
 void pack_x_bf16(const MatmulArgs& a, uint16_t* out) { pack_x(a, out); }
 
 // Rows in blocks of kBlockRows: a block's x (up to 192 KiB at K = 3072) stays in L2 while every
-// column group of the range runs over it, and the range's weights stay in cache from block to block.
+// column group of the range runs over it, and the range's weights stay in cache from block to
+// block.
 void matmul_bf16_dot(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
   const int64_t stride = bf16_x_stride(a.k);
   for (int64_t m0 = 0; m0 < a.m; m0 += kBlockRows) {
