@@ -40,8 +40,8 @@ void split_x(const MatmulArgs& args, bool round_bf16, float* out);
 // Row stride of split_x's output: k rounded up to 16 floats, so that rows start on 64-byte lines.
 inline int64_t split_x_stride(int64_t k) { return (k + 15) / 16 * 16; }
 
-// The bf16 small-M product on CPUs with AVX512-BF16 dot products (matmul_bf16_dot.cc), on x
-// rounded to bf16.
+// The bf16 product (any number of rows) on CPUs with AVX512-BF16 dot products
+// (matmul_bf16_dot.cc), on x rounded to bf16.
 bool have_bf16_dot();  // the CPU has them (and the OS saves the 512-bit registers)
 // Row stride of pack_x_bf16's output in bf16 elements: k rounded up to 32 (64 bytes).
 inline int64_t bf16_x_stride(int64_t k) { return (k + 31) / 32 * 32; }

@@ -1,4 +1,5 @@
-// Batch-invariant small-M matmul for bf16 weights on x86 CPUs with AVX512-BF16 (vdpbf16ps).
+// Batch-invariant matmul for bf16 weights on x86 CPUs with AVX512-BF16 (vdpbf16ps), for every row
+// count: decode, verification and prompts.
 //
 // x is rounded to bf16 once per product (pack_x_bf16), as bf16 inference engines do. One
 // vdpbf16ps multiplies 32 weights by 32 x values and adds the 16 pair sums into 16 f32 lanes; a
@@ -7,15 +8,18 @@
 // the tile or the thread's columns: acc = dp(acc, x, w) per 32-element chunk (the last one masked
 // to k), a fixed horizontal sum of the 16 lanes, + bias, then y + result. Highway 1.0 has no
 // operation for vdpbf16ps, hence the intrinsics here.
-#include <immintrin.h>
-
 #include <algorithm>
 
 #include "backend/cpu/kernels.h"
 
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define SPECD_HAVE_BF16_DOT_CODE 1
+#endif
+
 namespace specd::cpu {
 
-#if defined(__x86_64__) && defined(__GNUC__)
+#ifdef SPECD_HAVE_BF16_DOT_CODE
 
 // GCC 12 warns about the intrinsics' own deliberately undefined vectors (_mm512_undefined_*).
 #if !defined(__clang__)
@@ -52,6 +56,8 @@ SPECD_BF16_DOT __attribute__((always_inline)) inline void step(__m512 (&acc)[MR]
     } else {
       wv[j] = reinterpret_cast<__m512bh>(_mm512_loadu_si512(w[j] + k));
     }
+    // Keeps the weights in registers: GCC 12 would load them again for each row of 2-3 row tiles.
+    asm("" : "+v"(wv[j]));
   }
 #pragma GCC unroll 8
   for (int i = 0; i < MR; ++i) {
@@ -98,6 +104,16 @@ SPECD_BF16_DOT void tile(const MatmulArgs& a, int64_t m0, int64_t n0, int64_t n_
   }
 }
 
+// Rows [m0, m0 + rows) of columns n0 + j * n_step, j < NR, as one tile of `rows` <= MR rows.
+template <int NR, int MR = kMaxTileRows>
+SPECD_BF16_DOT void tile_of(int64_t rows, const MatmulArgs& a, int64_t m0, int64_t n0,
+                            int64_t n_step, bool next_rows) {
+  if constexpr (MR > 1) {
+    if (rows < MR) return tile_of<NR, MR - 1>(rows, a, m0, n0, n_step, next_rows);
+  }
+  tile<MR, NR>(a, m0, n0, n_step, next_rows);
+}
+
 // All rows of columns n0 + j * n_step, j < NR, in row tiles of at most kMaxTileRows, sized as
 // evenly as possible, smaller ones first (the later tiles prefetch the next weight rows).
 template <int NR>
@@ -106,27 +122,7 @@ SPECD_BF16_DOT void columns(const MatmulArgs& a, int64_t n0, int64_t n_step) {
   int64_t m0 = 0;
   for (int64_t t = 0; t < tiles; ++t) {
     const int64_t rows = (a.m - m0) / (tiles - t);
-    const bool next = t > 0;
-    switch (rows) {
-      case 6:
-        tile<6, NR>(a, m0, n0, n_step, next);
-        break;
-      case 5:
-        tile<5, NR>(a, m0, n0, n_step, next);
-        break;
-      case 4:
-        tile<4, NR>(a, m0, n0, n_step, next);
-        break;
-      case 3:
-        tile<3, NR>(a, m0, n0, n_step, next);
-        break;
-      case 2:
-        tile<2, NR>(a, m0, n0, n_step, next);
-        break;
-      default:
-        tile<1, NR>(a, m0, n0, n_step, next);
-        break;
-    }
+    tile_of<NR>(rows, a, m0, n0, n_step, t > 0);
     m0 += rows;
   }
 }
