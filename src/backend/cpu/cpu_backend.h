@@ -25,7 +25,6 @@ class CpuBackend final : public Backend {
   // the f32 GEMM above; the default elsewhere) multiply x rounded to bf16, as bf16 inference does;
   // kSimdF32 is kSimd on x as it is. SPECD_CPU_BF16=dot|simd|f32 picks one.
   enum class Bf16Path { kDot, kSimd, kSimdF32 };
-  Bf16Path bf16_path() const { return bf16_path_; }
   void set_bf16_path(Bf16Path path);  // kDot only where cpu::have_bf16_dot()
 
   Device device() const override { return Device{DeviceKind::kCpu, 0}; }
@@ -101,16 +100,16 @@ class CpuBackend final : public Backend {
   // Below this much work an op runs on the calling thread only (a pool wake-up costs ~1-2 us).
   static constexpr int64_t kMinParallelWork = 1 << 15;
 
-  std::shared_ptr<ThreadPool> pool_;    // shared by the process's CPU backends
-  std::vector<Scratch> scratch_;        // one per pool thread
-  std::vector<float> quant_x_scratch_;  // [matmul_quant_scratch] backs quant_x_
-  cpu::QuantizedX quant_x_;             // x of the current product with quantised weights
-  std::vector<float> split_x_;          // x of the current bf16 product as its kernel reads it
-  std::vector<float> rounded_x_;        // [m, k] x of a bf16 GEMM product, rounded to bf16
-  std::vector<int32_t> row_blocks_;     // attention: first row of each row block, then m
-  bool map_weights_ = false;            // place_weight leaves weights where they are
-  Bf16Path bf16_path_ = Bf16Path::kSimd;
-  WeightArena weights_{*this};  // placed weights (unless map_weights_)
+  std::shared_ptr<ThreadPool> pool_;      // shared by the process's CPU backends
+  std::vector<Scratch> scratch_;          // one per pool thread
+  std::vector<float> quant_x_scratch_;    // [matmul_quant_scratch] backs quant_x_
+  cpu::QuantizedX quant_x_;               // x of the current product with quantised weights
+  std::vector<float> split_x_;            // x of the current bf16 product as its kernel reads it
+  std::vector<float> rounded_x_;          // [m, k] x of a bf16 GEMM product, rounded to bf16
+  std::vector<int32_t> row_blocks_;       // attention: first row of each row block, then m
+  bool map_weights_ = false;              // place_weight leaves weights where they are
+  Bf16Path bf16_path_ = Bf16Path::kSimd;  // set in the constructor (the CPU, SPECD_CPU_BF16)
+  WeightArena weights_{*this};            // placed weights (unless map_weights_)
 };
 
 }  // namespace specd
