@@ -114,7 +114,9 @@ TEST(Attention, CausalMatchesReference) {
     int q, kv, dh;
   };
   for (DType dtype : kCacheTypes) {
-    for (Heads h : {Heads{16, 8, 128}, Heads{4, 1, 20}, Heads{3, 3, 5}, Heads{2, 1, 1}}) {
+    // dh 112: value chunks of 4, 2 and 1 vectors (16 lanes) or 8, 4 and 2 (8 lanes).
+    for (Heads h :
+         {Heads{16, 8, 128}, Heads{6, 2, 112}, Heads{4, 1, 20}, Heads{3, 3, 5}, Heads{2, 1, 1}}) {
       Cache c(dtype, 2, 300, h.kv, h.dh, seed += 5);
       // Decode rows of different slots and lengths, then a verify block.
       Rows decode({1, 0, 1}, {0, 255, 299});

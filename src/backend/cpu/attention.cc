@@ -28,8 +28,8 @@ namespace specd::cpu {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-constexpr int kScoreGroup = 8;  // entries scored together (independent accumulators)
-constexpr int kValueChunk = 8;  // head_dim vectors accumulated together in registers
+constexpr int kScoreGroup = 8;            // entries scored together (independent accumulators)
+constexpr int kValueChunk = 8;            // head_dim vectors accumulated together in registers
 constexpr int64_t kPrefetchEntries = 32;  // cache entries prefetched ahead of the widening
 
 // Prefetches the `bytes` bytes at p (whole cache lines).
@@ -97,6 +97,26 @@ HWY_INLINE void Values(const S* HWY_RESTRICT block, int64_t first, int64_t width
     for (int c = 0; c < C; ++c) acc[c] = hn::MulAdd(pv, LoadWidened(d, v + c * lanes), acc[c]);
   }
   for (int c = 0; c < C; ++c) hn::StoreU(acc[c], d, acc_out + offset + c * lanes);
+}
+
+// Values() over [offset, d_vec) in chunks of C vectors, then C / 2, ..., 1 (head_dim 64 is four
+// vectors of 16 lanes: one chunk of 4 keeps four independent sums in flight, where one vector at a
+// time would wait on each multiply-add). Advances offset to d_vec.
+template <int C, typename S>
+HWY_INLINE void ValueChunks(const S* HWY_RESTRICT block, int64_t first, int64_t width,
+                            const int32_t* entries, const float* p, int64_t n, bool run,
+                            int64_t d_vec, int64_t& offset, float* HWY_RESTRICT acc_out) {
+  const int64_t lanes = static_cast<int64_t>(hn::Lanes(hn::ScalableTag<float>()));
+  for (; offset + C * lanes <= d_vec; offset += C * lanes) {
+    if (run) {
+      Values<C, true>(block, first, width, entries, p, n, offset, acc_out);
+    } else {
+      Values<C, false>(block, first, width, entries, p, n, offset, acc_out);
+    }
+  }
+  if constexpr (C > 1) {
+    ValueChunks<C / 2>(block, first, width, entries, p, n, run, d_vec, offset, acc_out);
+  }
 }
 
 // Visible entries of row m in increasing order; returns their count. With a window, entries
@@ -285,16 +305,7 @@ void Item(const AttentionArgs& a, int64_t r_begin, int64_t r_end, int h_begin, i
         const S* v = block_values + kv_offset(h);
         float* acc = s.acc + (r * heads + h) * dh;
         int64_t offset = 0;
-        for (; offset + kValueChunk * lanes <= d_vec; offset += kValueChunk * lanes) {
-          if (run) {
-            Values<kValueChunk, true>(v, b0, stride, e + i0, p, i1 - i0, offset, acc);
-          } else {
-            Values<kValueChunk, false>(v, b0, stride, e + i0, p, i1 - i0, offset, acc);
-          }
-        }
-        for (; offset < d_vec; offset += lanes) {
-          Values<1, false>(v, b0, stride, e + i0, p, i1 - i0, offset, acc);
-        }
+        ValueChunks<kValueChunk>(v, b0, stride, e + i0, p, i1 - i0, run, d_vec, offset, acc);
         for (; offset < dh; ++offset) {
           float sum = acc[offset];
           for (int64_t i = 0; i < i1 - i0; ++i) {
