@@ -6,8 +6,8 @@
 // bf16 x bf16 product is exact in f32, so only the additions round, and it does the work of two
 // f32 multiply-adds. Every (row m, column n) result is computed by the same sequence, whatever M,
 // the tile or the thread's columns: acc = dp(acc, x, w) per 32-element chunk (the last one masked
-// to k), a fixed horizontal sum of the 16 lanes, + bias, then y + result. Highway 1.0 has no
-// operation for vdpbf16ps, hence the intrinsics here.
+// to k), a fixed horizontal sum of the 16 lanes (sum_lanes4), + bias, then y + result. Highway 1.0
+// has no operation for vdpbf16ps, hence the intrinsics here.
 #include <algorithm>
 
 #include "backend/cpu/kernels.h"
@@ -69,11 +69,31 @@ SPECD_BF16_DOT __attribute__((always_inline)) inline void step(__m512 (&acc)[MR]
   }
 }
 
+// out[j] = the 16 lanes of v[j] summed by one fixed tree: lane i + lane i + 8, then + the same
+// pair 4 lanes higher, then i + (i ^ 2), then i + (i ^ 1). The four sums share each step's
+// shuffles and additions; out[j] depends only on v[j] (a lone accumulator is passed four times).
+SPECD_BF16_DOT __attribute__((always_inline)) inline void sum_lanes4(const __m512 (&v)[4],
+                                                                     float* out) {
+  // [v0 blocks 0+2, 1+3 | v1 blocks 0+2, 1+3] and the same for v2, v3 (blocks of 4 lanes).
+  const __m512 s01 =
+      _mm512_add_ps(_mm512_shuffle_f32x4(v[0], v[1], 0x44), _mm512_shuffle_f32x4(v[0], v[1], 0xEE));
+  const __m512 s23 =
+      _mm512_add_ps(_mm512_shuffle_f32x4(v[2], v[3], 0x44), _mm512_shuffle_f32x4(v[2], v[3], 0xEE));
+  // Block j: v[j]'s (0+2) + (1+3).
+  const __m512 u =
+      _mm512_add_ps(_mm512_shuffle_f32x4(s01, s23, 0x88), _mm512_shuffle_f32x4(s01, s23, 0xDD));
+  const __m512 t = _mm512_add_ps(u, _mm512_permute_ps(u, 0x4E));  // i + (i ^ 2)
+  const __m512 r = _mm512_add_ps(t, _mm512_permute_ps(t, 0xB1));  // i + (i ^ 1)
+  const __m512i first_lanes = _mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
+  _mm_storeu_ps(out, _mm512_castps512_ps128(_mm512_permutexvar_ps(first_lanes, r)));
+}
+
 // Rows [m0, m0 + MR) x columns n0 + j * n_step, j < NR. `next_rows`: an earlier row tile already
 // brought these columns' weights into cache, so the prefetches fetch the next weight rows.
 template <int MR, int NR>
 SPECD_BF16_DOT void tile(const MatmulArgs& a, int64_t m0, int64_t n0, int64_t n_step,
                          bool next_rows) {
+  static_assert(NR == 1 || NR == kTileCols, "column tiles of 1 or kTileCols (sum_lanes4)");
   const int64_t full = a.k / kChunk;
   const int64_t x_stride = bf16_x_stride(a.k);
   const uint16_t* w[NR];
@@ -97,8 +117,15 @@ SPECD_BF16_DOT void tile(const MatmulArgs& a, int64_t m0, int64_t n0, int64_t n_
   }
   for (int i = 0; i < MR; ++i) {
     float* y = a.y + (m0 + i) * a.y_stride + n0;
+    float sums[4];
+    if constexpr (NR == 4) {
+      sum_lanes4(acc[i], sums);
+    } else {
+      const __m512 same[4] = {acc[i][0], acc[i][0], acc[i][0], acc[i][0]};
+      sum_lanes4(same, sums);
+    }
     for (int j = 0; j < NR; ++j) {
-      float r = _mm512_reduce_add_ps(acc[i][j]);
+      float r = sums[j];
       if (a.bias != nullptr) r = r + bias[j];
       float& out = y[j * n_step];
       out = a.accumulate ? out + r : r;
