@@ -2,6 +2,7 @@
 // way the backend multiplies bf16 weights (CpuBackend::Bf16Path).
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <memory>
 #include <tuple>
 #include <vector>
@@ -218,6 +219,29 @@ TEST(Matmul, SameBitsForAnyThreadCount) {
     three.matmul(x.t(), w.t(), nullptr, b.t(), false);
     for (int64_t r = 0; r < 7; ++r) {
       EXPECT_TRUE(same_bits(a.t(), r, b.t(), r)) << path_name(path) << " row " << r;
+    }
+  }
+}
+
+// A column's bits do not depend on the other columns of the product: each column of a product
+// over 333 weight rows equals the product over that weight row alone (tiles of several columns
+// against one).
+TEST(Matmul, SameBitsForAnyColumns) {
+  HostTensor x = HostTensor(DType::kF32, 7, 515).random(13);
+  HostTensor w = HostTensor(DType::kBF16, 333, 515).random(14);
+  for (Bf16Path path : bf16_paths()) {
+    OnPath on(path);
+    HostTensor all(DType::kF32, 7, 333), one(DType::kF32, 7, 1);
+    backend().matmul(x.t(), w.t(), nullptr, all.t(), false);
+    for (int64_t n : {0, 1, 83, 166, 250, 331, 332}) {
+      const Tensor row =
+          Tensor::make(static_cast<uint16_t*>(w.t().data) + n * 515, DType::kBF16, 1, 515);
+      backend().matmul(x.t(), row, nullptr, one.t(), false);
+      for (int64_t r = 0; r < 7; ++r) {
+        const float a = all.t().row<const float>(r)[n], b = one.t().row<const float>(r)[0];
+        EXPECT_EQ(std::memcmp(&a, &b, sizeof(float)), 0)
+            << path_name(path) << " column " << n << " row " << r << ": " << a << " vs " << b;
+      }
     }
   }
 }

@@ -77,8 +77,8 @@ SPECD_BF16_DOT __attribute__((always_inline)) inline void step(__m512 (&acc)[MR]
   }
 }
 
-// out[j] = the 16 lanes of v[j] summed by one fixed tree: lane i + lane i + 8, then + the same
-// pair 4 lanes higher, then i + (i ^ 2), then i + (i ^ 1). The four sums share each step's
+// out[j] = the 16 lanes of v[j] summed by one fixed tree: lanes i and i + 8, then that sum and
+// the one 4 lanes higher, then i and i ^ 2, then i and i ^ 1. The four sums share each step's
 // shuffles and additions; out[j] depends only on v[j] (a lone accumulator is passed four times).
 SPECD_BF16_DOT __attribute__((always_inline)) inline void sum_lanes4(const __m512 (&v)[4],
                                                                      float* out) {
@@ -125,8 +125,8 @@ SPECD_BF16_DOT void tile(const MatmulArgs& a, int64_t m0, int64_t n0, int64_t n_
   }
   for (int i = 0; i < MR; ++i) {
     float* y = a.y + (m0 + i) * a.y_stride + n0;
-    float sums[4];
-    if constexpr (NR == 4) {
+    float sums[kTileCols];
+    if constexpr (NR == kTileCols) {
       sum_lanes4(acc[i], sums);
     } else {
       const __m512 same[4] = {acc[i][0], acc[i][0], acc[i][0], acc[i][0]};
