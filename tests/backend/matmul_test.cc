@@ -234,8 +234,7 @@ TEST(Matmul, SameBitsForAnyColumns) {
     HostTensor all(DType::kF32, 7, 333), one(DType::kF32, 7, 1);
     backend().matmul(x.t(), w.t(), nullptr, all.t(), false);
     for (int64_t n : {0, 1, 83, 166, 250, 331, 332}) {
-      const Tensor row =
-          Tensor::make(static_cast<uint16_t*>(w.t().data) + n * 515, DType::kBF16, 1, 515);
+      const Tensor row = Tensor::make(w.t().row<uint16_t>(n), DType::kBF16, 1, w.t().cols);
       backend().matmul(x.t(), row, nullptr, one.t(), false);
       for (int64_t r = 0; r < 7; ++r) {
         const float a = all.t().row<const float>(r)[n], b = one.t().row<const float>(r)[0];
