@@ -20,10 +20,12 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
 #include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/kernels.h"
 #include "backend/quant_ref.h"
 #include "core/memory_bandwidth.h"
 #include "core/thread_pool.h"
@@ -48,6 +50,30 @@ std::pair<double, double> time_calls(int calls, Fn&& fn) {
   }
   std::sort(times.begin(), times.end());
   return {times[calls / 2], times[0]};
+}
+
+// Median and best of fn on the backend's bf16 path, and the median on the Highway path
+// (CpuBackend::Bf16Path::kSimd) with the calls alternating between them, where the CPU has the
+// AVX512-BF16 path (else 0).
+template <typename Fn>
+std::tuple<double, double, double> time_paths(CpuBackend& backend, int calls, Fn&& fn) {
+  if (!cpu::have_bf16_dot()) {
+    auto [median, best] = time_calls(calls, fn);
+    return {median, best, 0.0};
+  }
+  std::vector<double> dot(calls), simd(calls);
+  const int warm_up = 2 * (calls / 10 + 1);
+  for (int i = -warm_up; i < 2 * calls; ++i) {
+    const bool is_dot = i % 2 == 0;
+    backend.set_bf16_path(is_dot ? CpuBackend::Bf16Path::kDot : CpuBackend::Bf16Path::kSimd);
+    const double t0 = now_seconds();
+    fn(i + warm_up);  // each call its own index: cold data stays cold for both paths
+    if (i >= 0) (is_dot ? dot : simd)[i / 2] = now_seconds() - t0;
+  }
+  backend.set_bf16_path(CpuBackend::Bf16Path::kDot);
+  std::sort(dot.begin(), dot.end());
+  std::sort(simd.begin(), simd.end());
+  return {dot[calls / 2], dot[0], simd[calls / 2]};
 }
 
 void fill_random(void* data, DType dtype, size_t n, uint32_t seed) {
@@ -346,12 +372,18 @@ AttentionRows causal_rows(std::vector<int32_t>& slots, std::vector<int32_t>& ind
   return rows;
 }
 
+// n random bf16 values in the backend's memory (64-byte aligned, as the KV cache is).
+DeviceBuffer random_bf16(CpuBackend& backend, size_t n, uint32_t seed) {
+  DeviceBuffer buffer = backend.alloc(n * sizeof(uint16_t));
+  fill_random(buffer.data(), DType::kBF16, n, seed);
+  return buffer;
+}
+
 void bench_attention(CpuBackend& backend) {
   const int n_heads = 16, n_kv = 8, dh = 128;
   const int64_t capacity = 1024;
-  std::vector<uint16_t> kc(capacity * n_kv * dh), vc(capacity * n_kv * dh);
-  fill_random(kc.data(), DType::kBF16, kc.size(), 5);
-  fill_random(vc.data(), DType::kBF16, vc.size(), 6);
+  const int64_t elems = capacity * n_kv * dh;
+  DeviceBuffer kc = random_bf16(backend, elems, 5), vc = random_bf16(backend, elems, 6);
   KvLayerView cache{kc.data(), vc.data(), DType::kBF16, capacity, 1, capacity * n_kv * dh,
                     n_kv,      dh};
   struct Case {
@@ -370,9 +402,11 @@ void bench_attention(CpuBackend& backend) {
     const AttentionRows rows = causal_rows(slots, index);
     Tensor qt = Tensor::make(q.data(), DType::kF32, m, n_heads * dh);
     Tensor ot = Tensor::make(out.data(), DType::kF32, m, n_heads * dh);
-    auto [t, best] =
-        time_calls(200, [&](int) { backend.attention(qt, n_heads, cache, rows, 0.088f, ot); });
-    std::printf("attention %s: median %8.1f us, best %8.1f us\n", c.name, t * 1e6, best * 1e6);
+    auto [t, best, t_simd] = time_paths(
+        backend, 200, [&](int) { backend.attention(qt, n_heads, cache, rows, 0.088f, ot); });
+    std::printf("attention %s: median %8.1f us, best %8.1f us", c.name, t * 1e6, best * 1e6);
+    if (t_simd > 0) std::printf("; f32 scores (Highway path) %8.1f us", t_simd * 1e6);
+    std::printf("\n");
   }
 }
 
@@ -391,9 +425,11 @@ void bench_attention_cold(CpuBackend& backend) {
       const int64_t capacity = ctx + 16;
       const auto elems = static_cast<size_t>(capacity * sh.n_kv * sh.dh);
       const size_t copies = std::max<size_t>(2, kColdBytes / (4 * elems) + 1);
-      std::vector<uint16_t> kc(elems * copies), vc(elems * copies);
-      fill_random(kc.data(), DType::kBF16, kc.size(), 5);
-      fill_random(vc.data(), DType::kBF16, vc.size(), 6);
+      // As in the KV cache, entries start on 64-byte lines.
+      DeviceBuffer kc_buffer = random_bf16(backend, elems * copies, 5);
+      DeviceBuffer vc_buffer = random_bf16(backend, elems * copies, 6);
+      auto* kc = static_cast<uint16_t*>(kc_buffer.data());
+      auto* vc = static_cast<uint16_t*>(vc_buffer.data());
       for (int64_t m : {1, 5, 9}) {
         std::vector<float> q(m * sh.n_heads * sh.dh), out(q.size());
         fill_random(q.data(), DType::kF32, q.size(), 8);
@@ -402,23 +438,20 @@ void bench_attention_cold(CpuBackend& backend) {
         const AttentionRows rows = causal_rows(slots, index);
         Tensor qt = Tensor::make(q.data(), DType::kF32, m, sh.n_heads * sh.dh);
         Tensor ot = Tensor::make(out.data(), DType::kF32, m, sh.n_heads * sh.dh);
-        auto [t, best] = time_calls(200, [&](int i) {
+        auto [t, best, t_simd] = time_paths(backend, 200, [&](int i) {
           const size_t c = static_cast<size_t>(i) % copies;
-          KvLayerView cache{kc.data() + c * elems,
-                            vc.data() + c * elems,
-                            DType::kBF16,
-                            capacity,
-                            1,
-                            capacity * sh.n_kv * sh.dh,
-                            sh.n_kv,
-                            sh.dh};
+          KvLayerView cache{
+              kc + c * elems, vc + c * elems, DType::kBF16, capacity, 1, capacity * sh.n_kv * sh.dh,
+              sh.n_kv,        sh.dh};
           backend.attention(qt, sh.n_heads, cache, rows, 0.088f, ot);
         });
         const double bytes = 2.0 * ctx * sh.n_kv * sh.dh * 2;
         std::printf(
-            "attention-cold %-11s ctx %5lld M=%lld: median %7.1f us, best %7.1f us, %5.1f GB/s\n",
+            "attention-cold %-11s ctx %5lld M=%lld: median %7.1f us, best %7.1f us, %5.1f GB/s",
             sh.name, static_cast<long long>(ctx), static_cast<long long>(m), t * 1e6, best * 1e6,
             bytes / t / 1e9);
+        if (t_simd > 0) std::printf("; f32 scores (Highway path) %7.1f us", t_simd * 1e6);
+        std::printf("\n");
       }
     }
   }

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/kernels.h"
 #include "backend/reference.h"
 #include "core/error.h"
 #include "test_util.h"
@@ -24,10 +25,30 @@ constexpr double kAttentionTolerance = 1e-5;
 
 const DType kCacheTypes[] = {DType::kF32, DType::kF16, DType::kBF16};
 
+using Path = CpuBackend::Bf16Path;
+
 CpuBackend& backend() {
   static CpuBackend instance(2);
   return instance;
 }
+
+// How a bf16 cache is scored: f32 multiply-adds (kSimd; kSimdF32 is the same) and, where the CPU
+// has them, AVX512-BF16 dot products on the query rounded to bf16 (kDot).
+std::vector<Path> bf16_paths() {
+  std::vector<Path> paths = {Path::kSimd};
+  if (cpu::have_bf16_dot()) paths.push_back(Path::kDot);
+  return paths;
+}
+
+// A backend on the given bf16 path.
+CpuBackend& backend(Path path) {
+  static CpuBackend simd(2), dot(2);
+  CpuBackend& b = path == Path::kDot ? dot : simd;
+  b.set_bf16_path(path);
+  return b;
+}
+
+const char* path_name(Path path) { return path == Path::kDot ? "dot" : "simd"; }
 
 // A KV cache with random contents in every slot.
 struct Cache {
@@ -98,13 +119,18 @@ TEST(StoreKv, RejectsOutOfRangeRows) {
   EXPECT_NO_THROW(backend().store_kv(k.t(), v.t(), c.view, Rows({1}, {15}).rows));
 }
 
-double attention_error(const Cache& c, int n_heads, const AttentionRows& rows, uint32_t seed) {
+// The backend on `path` against the reference, which gets the query rounded to bf16 where the
+// path scores a bf16 cache with dot products (the rest is f32 arithmetic either way).
+double attention_error(const Cache& c, int n_heads, const AttentionRows& rows, uint32_t seed,
+                       Path path) {
   const int64_t m = rows.count, width = int64_t{n_heads} * c.view.head_dim;
   HostTensor q = HostTensor(DType::kF32, m, width).random(seed, -2.0f, 2.0f);
   HostTensor out(DType::kF32, m, width), want(DType::kF32, m, width);
   const float scale = 1.0f / std::sqrt(static_cast<float>(c.view.head_dim));
-  backend().attention(q.t(), n_heads, c.view, rows, scale, out.t());
-  reference::attention(q.t(), n_heads, c.view, rows, scale, want.t());
+  backend(path).attention(q.t(), n_heads, c.view, rows, scale, out.t());
+  const bool rounded = path == Path::kDot && c.view.dtype == DType::kBF16;
+  HostTensor q_ref = rounded ? backend_test::rounded_to_bf16(q.t()) : q.clone();
+  reference::attention(q_ref.t(), n_heads, c.view, rows, scale, want.t());
   return max_rel_error(out.t(), want.t());
 }
 
@@ -115,16 +141,21 @@ TEST(Attention, CausalMatchesReference) {
   };
   for (DType dtype : kCacheTypes) {
     // dh 112: value chunks of 4, 2 and 1 vectors (16 lanes) or 8, 4 and 2 (8 lanes).
+    // dh 20, 5 and 1: one masked chunk of 32 on the dot path; 112: three chunks and a masked one.
     for (Heads h :
          {Heads{16, 8, 128}, Heads{6, 2, 112}, Heads{4, 1, 20}, Heads{3, 3, 5}, Heads{2, 1, 1}}) {
       Cache c(dtype, 2, 300, h.kv, h.dh, seed += 5);
-      // Decode rows of different slots and lengths, then a verify block.
-      Rows decode({1, 0, 1}, {0, 255, 299});
-      EXPECT_LE(attention_error(c, h.q, decode.rows, seed + 2), kAttentionTolerance)
-          << backend_test::name(dtype) << " heads " << h.q << "/" << h.kv << " dh " << h.dh;
-      Rows verify({0, 0, 0, 0, 0}, {40, 41, 42, 43, 44});
-      EXPECT_LE(attention_error(c, h.q, verify.rows, seed + 3), kAttentionTolerance)
-          << backend_test::name(dtype) << " verify, heads " << h.q << "/" << h.kv;
+      for (Path path : bf16_paths()) {
+        // Decode rows of different slots and lengths, then a verify block.
+        Rows decode({1, 0, 1}, {0, 255, 299});
+        EXPECT_LE(attention_error(c, h.q, decode.rows, seed + 2, path), kAttentionTolerance)
+            << backend_test::name(dtype) << " " << path_name(path) << " heads " << h.q << "/"
+            << h.kv << " dh " << h.dh;
+        Rows verify({0, 0, 0, 0, 0}, {40, 41, 42, 43, 44});
+        EXPECT_LE(attention_error(c, h.q, verify.rows, seed + 3, path), kAttentionTolerance)
+            << backend_test::name(dtype) << " " << path_name(path) << " verify, heads " << h.q
+            << "/" << h.kv;
+      }
     }
   }
 }
@@ -134,7 +165,10 @@ TEST(Attention, PrefillMatchesReference) {
   std::vector<int32_t> slots(128, 0), index(128);
   for (int i = 0; i < 128; ++i) index[i] = i;
   Rows prefill(slots, index);
-  EXPECT_LE(attention_error(c, 4, prefill.rows, 78), kAttentionTolerance);
+  for (Path path : bf16_paths()) {
+    EXPECT_LE(attention_error(c, 4, prefill.rows, 78, path), kAttentionTolerance)
+        << path_name(path);
+  }
 }
 
 // Rows in the mask form: row m sees [0, start[m]) and start[m] + j where mask[m][j] != 0.
@@ -161,8 +195,10 @@ TEST(Attention, TreeMaskMatchesReference) {
     Rows r = masked_rows(
         {1, 1, 1, 1, 1}, {30, 30, 30, 30, 30},
         {{1, 0, 0, 0, 0}, {1, 1, 0, 0, 0}, {1, 0, 1, 0, 0}, {1, 1, 0, 1, 0}, {1, 0, 1, 0, 1}});
-    EXPECT_LE(attention_error(c, 4, r.rows, seed + 2), kAttentionTolerance)
-        << backend_test::name(dtype);
+    for (Path path : bf16_paths()) {
+      EXPECT_LE(attention_error(c, 4, r.rows, seed + 2, path), kAttentionTolerance)
+          << backend_test::name(dtype) << " " << path_name(path);
+    }
   }
 }
 
@@ -176,10 +212,14 @@ TEST(Attention, CausalMaskGivesTheCausalBits) {
   Rows masked = masked_rows(std::vector<int32_t>(m, 1), std::vector<int32_t>(m, 20), tri);
   Rows causal(std::vector<int32_t>(m, 1), {20, 21, 22, 23, 24, 25});
   HostTensor q = HostTensor(DType::kF32, m, width).random(301);
-  HostTensor a(DType::kF32, m, width), b(DType::kF32, m, width);
-  backend().attention(q.t(), 4, c.view, causal.rows, 0.125f, a.t());
-  backend().attention(q.t(), 4, c.view, masked.rows, 0.125f, b.t());
-  for (int64_t r = 0; r < m; ++r) EXPECT_TRUE(same_bits(a.t(), r, b.t(), r)) << "row " << r;
+  for (Path path : bf16_paths()) {
+    HostTensor a(DType::kF32, m, width), b(DType::kF32, m, width);
+    backend(path).attention(q.t(), 4, c.view, causal.rows, 0.125f, a.t());
+    backend(path).attention(q.t(), 4, c.view, masked.rows, 0.125f, b.t());
+    for (int64_t r = 0; r < m; ++r) {
+      EXPECT_TRUE(same_bits(a.t(), r, b.t(), r)) << path_name(path) << " row " << r;
+    }
+  }
 }
 
 TEST(Attention, BatchInvariantUpToSmallBatch) {
@@ -193,20 +233,24 @@ TEST(Attention, BatchInvariantUpToSmallBatch) {
     std::vector<int32_t> index = {250, 251, 252, 253, 254, 255, 256, 257,
                                   0,   9,   300, 77,  128, 319, 5,   200};
     HostTensor q = HostTensor(DType::kF32, kSmallBatch, width).random(401);
-    HostTensor alone(DType::kF32, kSmallBatch, width);
-    for (int64_t r = 0; r < kSmallBatch; ++r) {
-      Rows one({slots[r]}, {index[r]});
-      Tensor out = alone.t().slice_rows(r, 1);
-      backend().attention(q.t().slice_rows(r, 1), n_heads, c.view, one.rows, 0.088f, out);
-    }
-    for (int64_t m = 1; m <= kSmallBatch; ++m) {
-      Rows batch(std::vector<int32_t>(slots.begin(), slots.begin() + m),
-                 std::vector<int32_t>(index.begin(), index.begin() + m));
-      HostTensor out(DType::kF32, m, width);
-      backend().attention(q.t().slice_rows(0, m), n_heads, c.view, batch.rows, 0.088f, out.t());
-      for (int64_t r = 0; r < m; ++r) {
-        ASSERT_TRUE(same_bits(out.t(), r, alone.t(), r))
-            << backend_test::name(dtype) << ": row " << r << " of M=" << m;
+    for (Path path : bf16_paths()) {
+      CpuBackend& b = backend(path);
+      HostTensor alone(DType::kF32, kSmallBatch, width);
+      for (int64_t r = 0; r < kSmallBatch; ++r) {
+        Rows one({slots[r]}, {index[r]});
+        Tensor out = alone.t().slice_rows(r, 1);
+        b.attention(q.t().slice_rows(r, 1), n_heads, c.view, one.rows, 0.088f, out);
+      }
+      for (int64_t m = 1; m <= kSmallBatch; ++m) {
+        Rows batch(std::vector<int32_t>(slots.begin(), slots.begin() + m),
+                   std::vector<int32_t>(index.begin(), index.begin() + m));
+        HostTensor out(DType::kF32, m, width);
+        b.attention(q.t().slice_rows(0, m), n_heads, c.view, batch.rows, 0.088f, out.t());
+        for (int64_t r = 0; r < m; ++r) {
+          ASSERT_TRUE(same_bits(out.t(), r, alone.t(), r))
+              << backend_test::name(dtype) << " " << path_name(path) << ": row " << r
+              << " of M=" << m;
+        }
       }
     }
   }
@@ -240,16 +284,18 @@ TEST(SlidingWindow, MatchesReference) {
   for (DType dtype : kCacheTypes) {
     Cache c(dtype, 2, 300, 2, 64, seed += 5);
     for (int64_t window : {1, 4, 37, 512}) {
-      Rows decode({1, 0, 1, 0}, {0, 3, 255, 299});
-      decode.rows.window = window;
-      EXPECT_LE(attention_error(c, 4, decode.rows, seed + 2), kAttentionTolerance)
-          << backend_test::name(dtype) << " window " << window;
-      std::vector<int32_t> slots(40, 1), index(40);
-      for (int i = 0; i < 40; ++i) index[i] = 10 + i;
-      Rows prefill(slots, index);
-      prefill.rows.window = window;
-      EXPECT_LE(attention_error(c, 4, prefill.rows, seed + 3), kAttentionTolerance)
-          << backend_test::name(dtype) << " prefill, window " << window;
+      for (Path path : bf16_paths()) {
+        Rows decode({1, 0, 1, 0}, {0, 3, 255, 299});
+        decode.rows.window = window;
+        EXPECT_LE(attention_error(c, 4, decode.rows, seed + 2, path), kAttentionTolerance)
+            << backend_test::name(dtype) << " " << path_name(path) << " window " << window;
+        std::vector<int32_t> slots(40, 1), index(40);
+        for (int i = 0; i < 40; ++i) index[i] = 10 + i;
+        Rows prefill(slots, index);
+        prefill.rows.window = window;
+        EXPECT_LE(attention_error(c, 4, prefill.rows, seed + 3, path), kAttentionTolerance)
+            << backend_test::name(dtype) << " " << path_name(path) << " prefill, window " << window;
+      }
     }
   }
 }
@@ -280,16 +326,18 @@ TEST(SlidingWindow, SameBitsAsTheEquivalentMask) {
   windowed.rows.window = window;
   wide.rows.window = 41;
   HostTensor q = HostTensor(DType::kF32, m, width).random(801);
-  HostTensor a(DType::kF32, m, width), b(DType::kF32, m, width), d(DType::kF32, m, width),
-      e(DType::kF32, m, width);
-  backend().attention(q.t(), 4, c.view, windowed.rows, 0.2f, a.t());
-  backend().attention(q.t(), 4, c.view, masked.rows, 0.2f, b.t());
-  backend().attention(q.t(), 4, c.view, wide.rows, 0.2f, d.t());
-  backend().attention(q.t(), 4, c.view, causal.rows, 0.2f, e.t());
-  for (int64_t r = 0; r < m; ++r) {
-    EXPECT_TRUE(same_bits(a.t(), r, b.t(), r)) << "row " << r;
-    EXPECT_TRUE(same_bits(d.t(), r, e.t(), r)) << "row " << r;
-    EXPECT_FALSE(same_bits(a.t(), r, e.t(), r)) << "row " << r;
+  for (Path path : bf16_paths()) {
+    HostTensor a(DType::kF32, m, width), b(DType::kF32, m, width), d(DType::kF32, m, width),
+        e(DType::kF32, m, width);
+    backend(path).attention(q.t(), 4, c.view, windowed.rows, 0.2f, a.t());
+    backend(path).attention(q.t(), 4, c.view, masked.rows, 0.2f, b.t());
+    backend(path).attention(q.t(), 4, c.view, wide.rows, 0.2f, d.t());
+    backend(path).attention(q.t(), 4, c.view, causal.rows, 0.2f, e.t());
+    for (int64_t r = 0; r < m; ++r) {
+      EXPECT_TRUE(same_bits(a.t(), r, b.t(), r)) << path_name(path) << " row " << r;
+      EXPECT_TRUE(same_bits(d.t(), r, e.t(), r)) << path_name(path) << " row " << r;
+      EXPECT_FALSE(same_bits(a.t(), r, e.t(), r)) << path_name(path) << " row " << r;
+    }
   }
 }
 
@@ -301,21 +349,27 @@ TEST(SlidingWindow, BatchInvariantUpToSmallBatch) {
   std::vector<int32_t> index = {250, 251, 252, 253, 254, 255, 256, 257,
                                 0,   9,   300, 77,  128, 319, 5,   200};
   HostTensor q = HostTensor(DType::kF32, kSmallBatch, width).random(901);
-  HostTensor alone(DType::kF32, kSmallBatch, width);
-  for (int64_t r = 0; r < kSmallBatch; ++r) {
-    Rows one({slots[r]}, {index[r]});
-    one.rows.window = 64;
-    Tensor out = alone.t().slice_rows(r, 1);
-    backend().attention(q.t().slice_rows(r, 1), n_heads, c.view, one.rows, 0.088f, out);
-  }
-  for (int64_t m = 1; m <= kSmallBatch; ++m) {
-    Rows batch(std::vector<int32_t>(slots.begin(), slots.begin() + m),
-               std::vector<int32_t>(index.begin(), index.begin() + m));
-    batch.rows.window = 64;
-    HostTensor out(DType::kF32, m, width);
-    backend().attention(q.t().slice_rows(0, m), n_heads, c.view, batch.rows, 0.088f, out.t());
-    for (int64_t r = 0; r < m; ++r) {
-      ASSERT_TRUE(same_bits(out.t(), r, alone.t(), r)) << "row " << r << " of M=" << m;
+  for (Path path : bf16_paths()) {
+    CpuBackend& b = backend(path);
+    HostTensor alone(DType::kF32, kSmallBatch, width);
+    for (int64_t r = 0; r < kSmallBatch; ++r) {
+      Rows one({slots[r]}, {index[r]});
+      one.rows.window = 64;
+      Tensor out = alone.t().slice_rows(r, 1);
+      b.attention(q.t().slice_rows(r, 1), n_heads, c.view, one.rows, 0.088f, out);
+    }
+    // The verify rows' windows start at different entries, so a key's place among the keys
+    // scored together moves with M.
+    for (int64_t m = 1; m <= kSmallBatch; ++m) {
+      Rows batch(std::vector<int32_t>(slots.begin(), slots.begin() + m),
+                 std::vector<int32_t>(index.begin(), index.begin() + m));
+      batch.rows.window = 64;
+      HostTensor out(DType::kF32, m, width);
+      b.attention(q.t().slice_rows(0, m), n_heads, c.view, batch.rows, 0.088f, out.t());
+      for (int64_t r = 0; r < m; ++r) {
+        ASSERT_TRUE(same_bits(out.t(), r, alone.t(), r))
+            << path_name(path) << ": row " << r << " of M=" << m;
+      }
     }
   }
 }

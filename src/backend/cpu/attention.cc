@@ -200,7 +200,9 @@ HWY_INLINE void WidenBlock(const T* cache, int64_t entry_stride, int64_t first, 
 // [kv_begin, kv_end): the part of each cache entry the item reads is one contiguous run. Query
 // (r, h) of the item is number (r - r_begin) * heads + (h - h_begin). kWiden: each block of
 // entries is widened to f32 once for all queries (else every query reads the cache itself).
-template <typename T, bool kWiden>
+// kDot: the scores come from attention_scores_bf16 on the cache itself (only the values are
+// widened).
+template <typename T, bool kWiden, bool kDot>
 void Item(const AttentionArgs& a, int64_t r_begin, int64_t r_end, int h_begin, int h_end,
           const AttentionScratch& s) {
   using S = std::conditional_t<kWiden, float, T>;  // element type the queries read
@@ -244,19 +246,41 @@ void Item(const AttentionArgs& a, int64_t r_begin, int64_t r_end, int h_begin, i
   };
   // Offset of query head h_begin + h's KV head in a widened entry.
   auto kv_offset = [&](int64_t h) { return ((h_begin + h) / group - kv_begin) * dh; };
+  const int64_t q16_stride = bf16_x_stride(dh);
+  auto q16_of = [&](int64_t r, int64_t h) { return s.q_bf16 + (r * heads + h) * q16_stride; };
+  if constexpr (kDot) {
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t h = 0; h < heads; ++h) pack_query_bf16(q_of(r, h), dh, q16_of(r, h));
+    }
+  }
 
   // Scores of every entry in [lo, hi) that lies within a row's first and last visible entry, at
   // p[e - lo]; then each row's visible scores are gathered to the front (e_i - lo >= i, so in
   // place), and turned into softmax weights.
   for (int64_t b0 = lo; b0 < hi; b0 += block_entries) {
     const int64_t nb = std::min(block_entries, hi - b0);
-    const S* block_keys = block(keys, b0, nb);
-    for (int64_t r = 0; r < rows; ++r) {
-      if (n[r] == 0) continue;
-      const int64_t j_begin = std::max<int64_t>(0, entries_of(r)[0] - b0);
-      const int64_t j_end = std::min<int64_t>(nb, entries_of(r)[n[r] - 1] + 1 - b0);
-      for (int64_t h = 0; h < heads; ++h) {
+    const S* block_keys = kDot ? nullptr : block(keys, b0, nb);
+    // Heads outside, rows inside: the queries of one KV head follow each other while its part of
+    // the block is in L1.
+    for (int64_t h = 0; h < heads; ++h) {
+      for (int64_t r = 0; r < rows; ++r) {
+        if (n[r] == 0) continue;
+        const int64_t j_begin = std::max<int64_t>(0, entries_of(r)[0] - b0);
+        const int64_t j_end = std::min<int64_t>(nb, entries_of(r)[n[r] - 1] + 1 - b0);
         float* p = p_of(r, h) + (b0 - lo);
+        if constexpr (kDot) {
+          // The first query fetches the item's part of the entries ahead, as below.
+          KeyPrefetch fetch;
+          if (r == 0 && h == 0) {
+            fetch = {static_cast<int64_t>(width * sizeof(T)), kPrefetchEntries, hi};
+          }
+          attention_scores_bf16(reinterpret_cast<const uint16_t*>(q16_of(r, h)),
+                                reinterpret_cast<const uint16_t*>(
+                                    keys + (b0 + j_begin) * entry_stride + kv_offset(h)),
+                                entry_stride, j_end - j_begin, dh, a.scale, fetch, b0 + j_begin,
+                                p + j_begin);
+          continue;
+        }
         const S* k = block_keys + kv_offset(h);
         // Read straight from the cache, the first query fetches the item's part of the entries
         // kPrefetchEntries ahead: entries are strided, which the hardware prefetchers miss.
@@ -287,20 +311,24 @@ void Item(const AttentionArgs& a, int64_t r_begin, int64_t r_end, int h_begin, i
   for (int64_t b0 = lo; b0 < hi; b0 += block_entries) {
     const int64_t nb = std::min(block_entries, hi - b0);
     const S* block_values = block(values, b0, nb);
+    // Row r sums its list entries [first[r], next[r]) in this block.
+    int64_t first[kMaxRowsPerItem];
     for (int64_t r = 0; r < rows; ++r) {
       const int32_t* e = entries_of(r);
-      const int64_t i0 = next[r];
-      int64_t i1 = i0;
-      while (i1 < n[r] && e[i1] < b0 + nb) ++i1;
-      next[r] = i1;
-      if (i1 == i0) continue;
-      const bool run = e[i1 - 1] - e[i0] == i1 - 1 - i0;
+      first[r] = next[r];
+      while (next[r] < n[r] && e[next[r]] < b0 + nb) ++next[r];
       if (!kWiden && r == 0) {  // the values the first row reads next, as for the keys
-        for (int64_t i = i0; i < i1; i += kScoreGroup) {
+        for (int64_t i = first[r]; i < next[r]; i += kScoreGroup) {
           PrefetchEntries(values, entry_stride, e[i] + kPrefetchEntries, hi, width);
         }
       }
-      for (int64_t h = 0; h < heads; ++h) {
+    }
+    for (int64_t h = 0; h < heads; ++h) {  // heads outside, as for the scores
+      for (int64_t r = 0; r < rows; ++r) {
+        const int32_t* e = entries_of(r);
+        const int64_t i0 = first[r], i1 = next[r];
+        if (i1 == i0) continue;
+        const bool run = e[i1 - 1] - e[i0] == i1 - 1 - i0;
         const float* p = p_of(r, h) + i0;
         const S* v = block_values + kv_offset(h);
         float* acc = s.acc + (r * heads + h) * dh;
@@ -341,10 +369,17 @@ void ItemsT(const AttentionArgs& a, int64_t begin, int64_t end, const AttentionS
     const int h_begin = static_cast<int>(item / a.n_row_blocks) * a.heads_per_item;
     const int h_end = h_begin + a.heads_per_item;
     // Widening pays when several rows read each entry; a lone row reads the cache directly.
-    if (std::is_same_v<T, float> || r_end - r_begin == 1) {
-      Item<T, false>(a, r_begin, r_end, h_begin, h_end, s);
+    const bool widen = !std::is_same_v<T, float> && r_end - r_begin > 1;
+    if (std::is_same_v<T, hwy::bfloat16_t> && a.bf16_dot) {
+      if (widen) {
+        Item<T, true, true>(a, r_begin, r_end, h_begin, h_end, s);
+      } else {
+        Item<T, false, true>(a, r_begin, r_end, h_begin, h_end, s);
+      }
+    } else if (widen) {
+      Item<T, true, false>(a, r_begin, r_end, h_begin, h_end, s);
     } else {
-      Item<T, true>(a, r_begin, r_end, h_begin, h_end, s);
+      Item<T, false, false>(a, r_begin, r_end, h_begin, h_end, s);
     }
   }
 }
@@ -385,6 +420,10 @@ int64_t attention_block_entries(int64_t width) {
 int64_t attention_block_floats(int64_t width) { return attention_block_entries(width) * width; }
 
 int64_t attention_acc_floats(int64_t head_dim) { return int64_t{kMaxQueriesPerItem} * head_dim; }
+
+int64_t attention_query_bf16_elements(int64_t head_dim) {
+  return int64_t{kMaxQueriesPerItem} * bf16_x_stride(head_dim);
+}
 
 void attention_items(const AttentionArgs& args, int64_t begin, int64_t end,
                      const AttentionScratch& scratch) {

@@ -48,12 +48,17 @@ void grow(std::vector<T>& buffer, size_t size) {
   if (buffer.size() < size) buffer.resize(size);
 }
 
-// The first 64-byte aligned float of a buffer with kAlignFloats floats to spare (vector loads that
+// The first 64-byte aligned element of a buffer with 64 bytes to spare (vector loads that
 // straddle cache lines cost two).
 constexpr size_t kAlignFloats = 16;
-float* aligned_floats(std::vector<float>& buffer) {
+template <typename T>
+T* aligned(std::vector<T>& buffer) {
   const auto address = reinterpret_cast<uintptr_t>(buffer.data());
-  return buffer.data() + ((64 - address % 64) % 64) / sizeof(float);
+  return buffer.data() + ((64 - address % 64) % 64) / sizeof(T);
+}
+template <typename T>
+void grow_aligned(std::vector<T>& buffer, int64_t size) {
+  grow(buffer, static_cast<size_t>(size) + 64 / sizeof(T));
 }
 
 }  // namespace
@@ -166,11 +171,11 @@ void CpuBackend::small_columns(const cpu::MatmulArgs& a, int64_t begin, int64_t 
     cpu::matmul_quant(a, quant_x_, begin, end);
   } else if (a.w_dtype == DType::kBF16 && bf16_path_ == Bf16Path::kDot) {
     cpu::MatmulArgs packed = a;
-    packed.x_bf16 = reinterpret_cast<const uint16_t*>(aligned_floats(split_x_));
+    packed.x_bf16 = reinterpret_cast<const uint16_t*>(aligned(split_x_));
     cpu::matmul_bf16_dot(packed, begin, end);
   } else if (a.w_dtype == DType::kBF16) {
     cpu::MatmulArgs split = a;
-    split.x_split = aligned_floats(split_x_);
+    split.x_split = aligned(split_x_);
     cpu::matmul_small(split, begin, end);
   } else {
     cpu::matmul_small(a, begin, end);
@@ -184,10 +189,10 @@ void CpuBackend::prepare_x(const cpu::MatmulArgs& a) {
   } else if (a.w_dtype == DType::kBF16 && bf16_path_ == Bf16Path::kDot) {
     const int64_t halves = a.m * cpu::bf16_x_stride(a.k);  // two bf16 values per float
     grow(split_x_, static_cast<size_t>(halves / 2) + kAlignFloats);
-    cpu::pack_x_bf16(a, reinterpret_cast<uint16_t*>(aligned_floats(split_x_)));
+    cpu::pack_x_bf16(a, reinterpret_cast<uint16_t*>(aligned(split_x_)));
   } else if (a.w_dtype == DType::kBF16) {
     grow(split_x_, static_cast<size_t>(a.m * cpu::split_x_stride(a.k)) + kAlignFloats);
-    cpu::split_x(a, bf16_path_ == Bf16Path::kSimd, aligned_floats(split_x_));
+    cpu::split_x(a, bf16_path_ == Bf16Path::kSimd, aligned(split_x_));
   }
 }
 
@@ -396,6 +401,7 @@ void CpuBackend::attention(const Tensor& q, int n_heads, const KvLayerView& cach
   a.mask_cols = masked ? rows.mask.cols : 0;
   a.mask_stride = masked ? rows.mask.stride : 0;
   a.capacity = cache.capacity;
+  a.bf16_dot = cache.dtype == DType::kBF16 && bf16_path_ == Bf16Path::kDot;
   if (a.m == 0) return;
   // Row blocks: each run of consecutive rows of one slot (a sequence's verification rows, or a
   // chunk of its prompt: they read the same cache entries) in near-equal blocks of at most
@@ -432,16 +438,18 @@ void CpuBackend::attention(const Tensor& q, int n_heads, const KvLayerView& cach
     entries += masked ? a.mask_start[m] + a.mask_cols : a.cache_index[m] + 1;
   }
   for (Scratch& s : scratch_) {
-    grow(s.scores, static_cast<size_t>(cpu::attention_scores_floats(cache.capacity)));
-    grow(s.block, static_cast<size_t>(cpu::attention_block_floats(width)));
-    grow(s.acc, static_cast<size_t>(cpu::attention_acc_floats(cache.head_dim)));
+    grow_aligned(s.scores, cpu::attention_scores_floats(cache.capacity));
+    grow_aligned(s.block, cpu::attention_block_floats(width));
+    grow_aligned(s.acc, cpu::attention_acc_floats(cache.head_dim));
     grow(s.entries, static_cast<size_t>(cpu::kMaxRowsPerItem * cache.capacity));
+    if (a.bf16_dot) grow_aligned(s.q_bf16, cpu::attention_query_bf16_elements(cache.head_dim));
   }
   run(a.n_row_blocks * (n_heads / a.heads_per_item), 2 * entries * n_heads * cache.head_dim,
       [&](int64_t begin, int64_t end, int t) {
         Scratch& s = scratch_[t];
         cpu::attention_items(a, begin, end,
-                             {s.scores.data(), s.block.data(), s.acc.data(), s.entries.data()});
+                             {aligned(s.scores), aligned(s.block), aligned(s.acc), s.entries.data(),
+                              aligned(s.q_bf16)});
       });
 }
 

@@ -80,6 +80,7 @@ class CpuBackend final : public Backend {
     std::vector<float> block;      // [attention_block_floats] widened keys or values
     std::vector<float> acc;        // [attention_acc_floats] value sums
     std::vector<int32_t> entries;  // [kMaxRowsPerItem, capacity] visible cache entries
+    std::vector<uint16_t> q_bf16;  // [attention_query_bf16_elements] queries rounded to bf16
   };
 
   // Runs fn(begin, end, thread) over [0, n) on the pool, or on the calling thread alone when

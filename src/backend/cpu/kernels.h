@@ -148,6 +148,9 @@ struct AttentionArgs {
   // widening) of the keys and values they read. Rows of a block times heads_per_item is at most
   // kMaxQueriesPerItem.
   int heads_per_item = 1;
+  // A bf16 cache scored by attention_scores_bf16 (the queries rounded to bf16); only if
+  // have_bf16_dot().
+  bool bf16_dot = false;
 };
 
 inline constexpr int kMaxRowsPerItem = 8;
@@ -156,16 +159,32 @@ inline constexpr int64_t kAttentionBlockFloats = 8192;  // widened entries per b
 
 // Per-thread buffers for attention_items, in floats (entries: ints). `width` is the widened
 // floats per cache entry of an item: head_dim times the KV heads it reads.
-int64_t attention_scores_floats(int64_t capacity);  // kMaxQueriesPerItem rows of scores
-int64_t attention_block_entries(int64_t width);     // cache entries widened at a time
-int64_t attention_block_floats(int64_t width);      // one block of widened keys or values
-int64_t attention_acc_floats(int64_t head_dim);     // value sums of every query of an item
+int64_t attention_scores_floats(int64_t capacity);        // kMaxQueriesPerItem rows of scores
+int64_t attention_block_entries(int64_t width);           // cache entries widened at a time
+int64_t attention_block_floats(int64_t width);            // one block of widened keys or values
+int64_t attention_acc_floats(int64_t head_dim);           // value sums of every query of an item
+int64_t attention_query_bf16_elements(int64_t head_dim);  // bf16 queries of an item (dot path)
 struct AttentionScratch {
   float* scores = nullptr;
   float* block = nullptr;
   float* acc = nullptr;
   int32_t* entries = nullptr;  // [kMaxRowsPerItem, capacity]
+  uint16_t* q_bf16 = nullptr;  // [attention_query_bf16_elements] (dot path)
 };
+
+// The scores of a bf16 cache on CPUs with AVX512-BF16 (attention_bf16_dot.cc). q rounded to
+// bf16 into out ([bf16_x_stride(head_dim)], the padding zeroed).
+void pack_query_bf16(const float* q, int64_t head_dim, uint16_t* out);
+// While scoring, prefetch `bytes` of the entry `ahead` entries further on, below entry `limit`.
+struct KeyPrefetch {
+  int64_t bytes = 0;  // 0: no prefetches
+  int64_t ahead = 0, limit = 0;
+};
+// scores[j] = scale * (q . keys[j * stride ...]) for j < n, q from pack_query_bf16; `first` is
+// the entry number of keys[0] (for `fetch`). Each score's arithmetic depends only on q and its key.
+void attention_scores_bf16(const uint16_t* q, const uint16_t* keys, int64_t stride, int64_t n,
+                           int64_t head_dim, float scale, const KeyPrefetch& fetch, int64_t first,
+                           float* scores);
 
 // Computes items [begin, end) of n_row_blocks * n_heads / heads_per_item: item i is heads
 // [(i / n_row_blocks) * heads_per_item, +heads_per_item) of row block i % n_row_blocks. Each
