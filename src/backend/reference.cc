@@ -153,7 +153,7 @@ bool visible(const AttentionRows& rows, int64_t m, int64_t j) {
 }
 
 void attention(const Tensor& q, int n_heads, const KvLayerView& cache, const AttentionRows& rows,
-               float scale, Tensor& out) {
+               float scale, Tensor& out, bool bf16_weights) {
   op_checks::attention(q, n_heads, cache, rows, out);
   int64_t dh = cache.head_dim;
   int64_t width = static_cast<int64_t>(cache.n_kv_heads) * dh;
@@ -181,6 +181,7 @@ void attention(const Tensor& q, int n_heads, const KvLayerView& cache, const Att
         if (!visible(rows, m, j)) continue;
         double p = std::exp(scores[j] - max_score);
         sum += p;
+        if (bf16_weights) p = round_to_bf16(static_cast<float>(p));
         for (int64_t d = 0; d < dh; ++d) {
           acc[d] += p * load_as_f32(cache.v, cache.dtype, head_base + j * width + d);
         }

@@ -18,8 +18,10 @@ void scale(Tensor& x, float s);
 void add(const Tensor& x, Tensor& y);
 void store_kv(const Tensor& k, const Tensor& v, const KvLayerView& cache,
               const AttentionRows& rows);
+// bf16_weights: the softmax weights that multiply the values are rounded to bf16 first (the
+// normalising sum is not), as in bf16 inference and the CPU's AVX512-BF16 attention.
 void attention(const Tensor& q, int n_heads, const KvLayerView& cache, const AttentionRows& rows,
-               float scale, Tensor& out);
+               float scale, Tensor& out, bool bf16_weights = false);
 
 // True if row m of `rows` may attend to cache entry j (causal or mask form, and the window).
 bool visible(const AttentionRows& rows, int64_t m, int64_t j);

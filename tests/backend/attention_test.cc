@@ -22,6 +22,10 @@ using backend_test::same_bits;
 
 // f32 scores, exp and weighted sums vs double, relative to max |reference|.
 constexpr double kAttentionTolerance = 1e-5;
+// The AVX512-BF16 path against the reference that rounds its weights to bf16 too: a weight from
+// f32 arithmetic sometimes rounds to the neighbouring bf16 value (2^-8 apart) where the double
+// one does not. Without that rounding in the reference the errors were 1.2e-4 to 4.5e-3.
+constexpr double kDotTolerance = 1e-4;
 
 const DType kCacheTypes[] = {DType::kF32, DType::kF16, DType::kBF16};
 
@@ -49,6 +53,10 @@ CpuBackend& backend(Path path) {
 }
 
 const char* path_name(Path path) { return path == Path::kDot ? "dot" : "simd"; }
+
+double tolerance(Path path, DType cache) {
+  return path == Path::kDot && cache == DType::kBF16 ? kDotTolerance : kAttentionTolerance;
+}
 
 // A KV cache with random contents in every slot.
 struct Cache {
@@ -119,8 +127,9 @@ TEST(StoreKv, RejectsOutOfRangeRows) {
   EXPECT_NO_THROW(backend().store_kv(k.t(), v.t(), c.view, Rows({1}, {15}).rows));
 }
 
-// The backend on `path` against the reference, which gets the query rounded to bf16 where the
-// path scores a bf16 cache with dot products (the rest is f32 arithmetic either way).
+// The backend on `path` against the reference, relative to max |reference|. Where the path
+// multiplies a bf16 cache with dot products, the reference gets the query rounded to bf16 and
+// rounds the weights of the values to bf16 (the rest is f32 arithmetic either way).
 double attention_error(const Cache& c, int n_heads, const AttentionRows& rows, uint32_t seed,
                        Path path) {
   const int64_t m = rows.count, width = int64_t{n_heads} * c.view.head_dim;
@@ -128,9 +137,9 @@ double attention_error(const Cache& c, int n_heads, const AttentionRows& rows, u
   HostTensor out(DType::kF32, m, width), want(DType::kF32, m, width);
   const float scale = 1.0f / std::sqrt(static_cast<float>(c.view.head_dim));
   backend(path).attention(q.t(), n_heads, c.view, rows, scale, out.t());
-  const bool rounded = path == Path::kDot && c.view.dtype == DType::kBF16;
-  HostTensor q_ref = rounded ? backend_test::rounded_to_bf16(q.t()) : q.clone();
-  reference::attention(q_ref.t(), n_heads, c.view, rows, scale, want.t());
+  const bool dot = path == Path::kDot && c.view.dtype == DType::kBF16;
+  HostTensor q_ref = dot ? backend_test::rounded_to_bf16(q.t()) : q.clone();
+  reference::attention(q_ref.t(), n_heads, c.view, rows, scale, want.t(), dot);
   return max_rel_error(out.t(), want.t());
 }
 
@@ -148,11 +157,11 @@ TEST(Attention, CausalMatchesReference) {
       for (Path path : bf16_paths()) {
         // Decode rows of different slots and lengths, then a verify block.
         Rows decode({1, 0, 1}, {0, 255, 299});
-        EXPECT_LE(attention_error(c, h.q, decode.rows, seed + 2, path), kAttentionTolerance)
+        EXPECT_LE(attention_error(c, h.q, decode.rows, seed + 2, path), tolerance(path, dtype))
             << backend_test::name(dtype) << " " << path_name(path) << " heads " << h.q << "/"
             << h.kv << " dh " << h.dh;
         Rows verify({0, 0, 0, 0, 0}, {40, 41, 42, 43, 44});
-        EXPECT_LE(attention_error(c, h.q, verify.rows, seed + 3, path), kAttentionTolerance)
+        EXPECT_LE(attention_error(c, h.q, verify.rows, seed + 3, path), tolerance(path, dtype))
             << backend_test::name(dtype) << " " << path_name(path) << " verify, heads " << h.q
             << "/" << h.kv;
       }
@@ -166,7 +175,7 @@ TEST(Attention, PrefillMatchesReference) {
   for (int i = 0; i < 128; ++i) index[i] = i;
   Rows prefill(slots, index);
   for (Path path : bf16_paths()) {
-    EXPECT_LE(attention_error(c, 4, prefill.rows, 78, path), kAttentionTolerance)
+    EXPECT_LE(attention_error(c, 4, prefill.rows, 78, path), tolerance(path, DType::kBF16))
         << path_name(path);
   }
 }
@@ -196,7 +205,7 @@ TEST(Attention, TreeMaskMatchesReference) {
         {1, 1, 1, 1, 1}, {30, 30, 30, 30, 30},
         {{1, 0, 0, 0, 0}, {1, 1, 0, 0, 0}, {1, 0, 1, 0, 0}, {1, 1, 0, 1, 0}, {1, 0, 1, 0, 1}});
     for (Path path : bf16_paths()) {
-      EXPECT_LE(attention_error(c, 4, r.rows, seed + 2, path), kAttentionTolerance)
+      EXPECT_LE(attention_error(c, 4, r.rows, seed + 2, path), tolerance(path, dtype))
           << backend_test::name(dtype) << " " << path_name(path);
     }
   }
@@ -287,13 +296,13 @@ TEST(SlidingWindow, MatchesReference) {
       for (Path path : bf16_paths()) {
         Rows decode({1, 0, 1, 0}, {0, 3, 255, 299});
         decode.rows.window = window;
-        EXPECT_LE(attention_error(c, 4, decode.rows, seed + 2, path), kAttentionTolerance)
+        EXPECT_LE(attention_error(c, 4, decode.rows, seed + 2, path), tolerance(path, dtype))
             << backend_test::name(dtype) << " " << path_name(path) << " window " << window;
         std::vector<int32_t> slots(40, 1), index(40);
         for (int i = 0; i < 40; ++i) index[i] = 10 + i;
         Rows prefill(slots, index);
         prefill.rows.window = window;
-        EXPECT_LE(attention_error(c, 4, prefill.rows, seed + 3, path), kAttentionTolerance)
+        EXPECT_LE(attention_error(c, 4, prefill.rows, seed + 3, path), tolerance(path, dtype))
             << backend_test::name(dtype) << " " << path_name(path) << " prefill, window " << window;
       }
     }

@@ -18,6 +18,7 @@
 #include "hwy/highway.h"
 //
 #include <algorithm>
+#include <cstring>
 #include <type_traits>
 
 #include "backend/cpu/kernels.h"
@@ -297,20 +298,27 @@ void Item(const AttentionArgs& a, int64_t r_begin, int64_t r_end, int h_begin, i
   float inv_sum[kMaxQueriesPerItem];
   for (int64_t r = 0; r < rows; ++r) {
     const int32_t* e = entries_of(r);
+    const bool run = n[r] > 0 && e[n[r] - 1] - e[0] == n[r] - 1;  // consecutive entries
     for (int64_t h = 0; h < heads; ++h) {
       float* p = p_of(r, h);
-      for (int64_t i = 0; i < n[r]; ++i) p[i] = p[e[i] - lo];
+      if (run) {
+        if (e[0] != lo) std::memmove(p, p + (e[0] - lo), static_cast<size_t>(n[r]) * sizeof(float));
+      } else {
+        for (int64_t i = 0; i < n[r]; ++i) p[i] = p[e[i] - lo];
+      }
       inv_sum[r * heads + h] = n[r] > 0 ? Softmax(p, n[r]) : 0.0f;
+      if constexpr (kDot) pack_weights_bf16(p, n[r]);
     }
   }
 
   // Value sums, one block of entries at a time, each row resuming where the last block left it.
-  std::fill(s.acc, s.acc + rows * heads * dh, 0.0f);
+  const int64_t acc_stride = kDot ? bf16_x_stride(dh) : dh;
+  std::fill(s.acc, s.acc + rows * heads * acc_stride, 0.0f);
   const int64_t d_vec = dh - dh % lanes;
   int64_t next[kMaxRowsPerItem] = {};  // first entry (index into the row's list) not yet summed
   for (int64_t b0 = lo; b0 < hi; b0 += block_entries) {
     const int64_t nb = std::min(block_entries, hi - b0);
-    const S* block_values = block(values, b0, nb);
+    const S* block_values = kDot ? nullptr : block(values, b0, nb);
     // Row r sums its list entries [first[r], next[r]) in this block.
     int64_t first[kMaxRowsPerItem];
     for (int64_t r = 0; r < rows; ++r) {
@@ -328,10 +336,16 @@ void Item(const AttentionArgs& a, int64_t r_begin, int64_t r_end, int h_begin, i
         const int32_t* e = entries_of(r);
         const int64_t i0 = first[r], i1 = next[r];
         if (i1 == i0) continue;
+        float* acc = s.acc + (r * heads + h) * acc_stride;
+        if constexpr (kDot) {  // straight from the cache, in pairs of the row's list
+          attention_values_bf16(reinterpret_cast<const uint16_t*>(p_of(r, h)), e, i0, i1, n[r],
+                                reinterpret_cast<const uint16_t*>(values + kv_offset(h)),
+                                entry_stride, dh, acc);
+          continue;
+        }
         const bool run = e[i1 - 1] - e[i0] == i1 - 1 - i0;
         const float* p = p_of(r, h) + i0;
         const S* v = block_values + kv_offset(h);
-        float* acc = s.acc + (r * heads + h) * dh;
         int64_t offset = 0;
         ValueChunks<kValueChunk>(v, b0, stride, e + i0, p, i1 - i0, run, d_vec, offset, acc);
         for (; offset < dh; ++offset) {
@@ -347,9 +361,13 @@ void Item(const AttentionArgs& a, int64_t r_begin, int64_t r_end, int h_begin, i
   // out = sums / total weight (q is no longer read, so out may alias it).
   for (int64_t r = 0; r < rows; ++r) {
     for (int64_t h = 0; h < heads; ++h) {
-      const float* acc = s.acc + (r * heads + h) * dh;
+      const float* acc = s.acc + (r * heads + h) * acc_stride;
       float* out = a.out + (r_begin + r) * a.out_stride + (h_begin + h) * dh;
       const float inv = inv_sum[r * heads + h];
+      if constexpr (kDot) {
+        attention_values_bf16_finish(acc, dh, inv, out);
+        continue;
+      }
       const auto vinv = hn::Set(d, inv);
       int64_t i = 0;
       for (; i < d_vec; i += lanes) hn::StoreU(hn::Mul(hn::LoadU(d, acc + i), vinv), d, out + i);
@@ -370,12 +388,8 @@ void ItemsT(const AttentionArgs& a, int64_t begin, int64_t end, const AttentionS
     const int h_end = h_begin + a.heads_per_item;
     // Widening pays when several rows read each entry; a lone row reads the cache directly.
     const bool widen = !std::is_same_v<T, float> && r_end - r_begin > 1;
-    if (std::is_same_v<T, hwy::bfloat16_t> && a.bf16_dot) {
-      if (widen) {
-        Item<T, true, true>(a, r_begin, r_end, h_begin, h_end, s);
-      } else {
-        Item<T, false, true>(a, r_begin, r_end, h_begin, h_end, s);
-      }
+    if (std::is_same_v<T, hwy::bfloat16_t> && a.bf16_dot) {  // reads the cache as it is
+      Item<T, false, true>(a, r_begin, r_end, h_begin, h_end, s);
     } else if (widen) {
       Item<T, true, false>(a, r_begin, r_end, h_begin, h_end, s);
     } else {
@@ -419,7 +433,9 @@ int64_t attention_block_entries(int64_t width) {
 
 int64_t attention_block_floats(int64_t width) { return attention_block_entries(width) * width; }
 
-int64_t attention_acc_floats(int64_t head_dim) { return int64_t{kMaxQueriesPerItem} * head_dim; }
+int64_t attention_acc_floats(int64_t head_dim) {
+  return int64_t{kMaxQueriesPerItem} * bf16_x_stride(head_dim);  // room for the dot path's order
+}
 
 int64_t attention_query_bf16_elements(int64_t head_dim) {
   return int64_t{kMaxQueriesPerItem} * bf16_x_stride(head_dim);

@@ -401,7 +401,8 @@ void CpuBackend::attention(const Tensor& q, int n_heads, const KvLayerView& cach
   a.mask_cols = masked ? rows.mask.cols : 0;
   a.mask_stride = masked ? rows.mask.stride : 0;
   a.capacity = cache.capacity;
-  a.bf16_dot = cache.dtype == DType::kBF16 && bf16_path_ == Bf16Path::kDot;
+  a.bf16_dot = cache.dtype == DType::kBF16 && bf16_path_ == Bf16Path::kDot &&
+               cache.head_dim <= cpu::kMaxBf16DotHeadDim;
   if (a.m == 0) return;
   // Row blocks: each run of consecutive rows of one slot (a sequence's verification rows, or a
   // chunk of its prompt: they read the same cache entries) in near-equal blocks of at most

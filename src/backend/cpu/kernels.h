@@ -148,8 +148,8 @@ struct AttentionArgs {
   // widening) of the keys and values they read. Rows of a block times heads_per_item is at most
   // kMaxQueriesPerItem.
   int heads_per_item = 1;
-  // A bf16 cache scored by attention_scores_bf16 (the queries rounded to bf16); only if
-  // have_bf16_dot().
+  // A bf16 cache through attention_scores_bf16 and attention_values_bf16; only if
+  // have_bf16_dot() and head_dim <= kMaxBf16DotHeadDim.
   bool bf16_dot = false;
 };
 
@@ -172,8 +172,10 @@ struct AttentionScratch {
   uint16_t* q_bf16 = nullptr;  // [attention_query_bf16_elements] (dot path)
 };
 
-// The scores of a bf16 cache on CPUs with AVX512-BF16 (attention_bf16_dot.cc). q rounded to
+// Attention over a bf16 cache on CPUs with AVX512-BF16 (attention_bf16_dot.cc), for head_dim up
+// to kMaxBf16DotHeadDim (the query's chunks stay in registers). q rounded to
 // bf16 into out ([bf16_x_stride(head_dim)], the padding zeroed).
+inline constexpr int64_t kMaxBf16DotHeadDim = 256;
 void pack_query_bf16(const float* q, int64_t head_dim, uint16_t* out);
 // While scoring, prefetch `bytes` of the entry `ahead` entries further on, below entry `limit`.
 struct KeyPrefetch {
@@ -185,6 +187,18 @@ struct KeyPrefetch {
 void attention_scores_bf16(const uint16_t* q, const uint16_t* keys, int64_t stride, int64_t n,
                            int64_t head_dim, float scale, const KeyPrefetch& fetch, int64_t first,
                            float* scores);
+// The n softmax weights p rounded to bf16 (ties to even), written over the start of p as n bf16.
+void pack_weights_bf16(float* p, int64_t n);
+// The value sums of one query over its list of n entries (weights from pack_weights_bf16), in
+// pairs of list positions (k, k + 1), k even, one vdpbf16ps per pair and 32 elements of head_dim;
+// a last entry without a partner pairs with a zero row. Adds the pairs that begin in
+// [k_begin, k_end) into acc ([bf16_x_stride(head_dim)] f32 in the kernel's own order, zeroed
+// before the first call); entry e's values are at values + e * stride.
+void attention_values_bf16(const uint16_t* weights, const int32_t* entries, int64_t k_begin,
+                           int64_t k_end, int64_t n, const uint16_t* values, int64_t stride,
+                           int64_t head_dim, float* acc);
+// out[d] = inv * value sum d, from attention_values_bf16's acc.
+void attention_values_bf16_finish(const float* acc, int64_t head_dim, float inv, float* out);
 
 // Computes items [begin, end) of n_row_blocks * n_heads / heads_per_item: item i is heads
 // [(i / n_row_blocks) * heads_per_item, +heads_per_item) of row block i % n_row_blocks. Each
