@@ -405,7 +405,7 @@ void bench_attention(CpuBackend& backend) {
     auto [t, best, t_simd] = time_paths(
         backend, 200, [&](int) { backend.attention(qt, n_heads, cache, rows, 0.088f, ot); });
     std::printf("attention %s: median %8.1f us, best %8.1f us", c.name, t * 1e6, best * 1e6);
-    if (t_simd > 0) std::printf("; f32 scores (Highway path) %8.1f us", t_simd * 1e6);
+    if (t_simd > 0) std::printf("; Highway f32 path %8.1f us", t_simd * 1e6);
     std::printf("\n");
   }
 }
@@ -450,7 +450,7 @@ void bench_attention_cold(CpuBackend& backend) {
             "attention-cold %-11s ctx %5lld M=%lld: median %7.1f us, best %7.1f us, %5.1f GB/s",
             sh.name, static_cast<long long>(ctx), static_cast<long long>(m), t * 1e6, best * 1e6,
             bytes / t / 1e9);
-        if (t_simd > 0) std::printf("; f32 scores (Highway path) %7.1f us", t_simd * 1e6);
+        if (t_simd > 0) std::printf("; Highway f32 path %7.1f us", t_simd * 1e6);
         std::printf("\n");
       }
     }
