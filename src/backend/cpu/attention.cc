@@ -8,7 +8,8 @@
 // so causal rows and the equivalent mask give bit-identical results, and so does any batch that
 // contains the row. An item of several rows widens each block of keys, then of values, once into
 // f32 and runs every (row, head) of the item over it: the loads and conversions are shared, the
-// arithmetic of each (row, head) is unchanged.
+// arithmetic of each (row, head) is unchanged. On the AVX512-BF16 path a bf16 cache is scored and
+// summed by attention_bf16_dot.cc instead, straight from the cache, in the same walk.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "backend/cpu/attention.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
@@ -201,8 +202,8 @@ HWY_INLINE void WidenBlock(const T* cache, int64_t entry_stride, int64_t first, 
 // [kv_begin, kv_end): the part of each cache entry the item reads is one contiguous run. Query
 // (r, h) of the item is number (r - r_begin) * heads + (h - h_begin). kWiden: each block of
 // entries is widened to f32 once for all queries (else every query reads the cache itself).
-// kDot: the scores come from attention_scores_bf16 on the cache itself (only the values are
-// widened).
+// kDot: scores and value sums come from attention_bf16_dot.cc on the cache itself (kWiden is
+// false).
 template <typename T, bool kWiden, bool kDot>
 void Item(const AttentionArgs& a, int64_t r_begin, int64_t r_end, int h_begin, int h_end,
           const AttentionScratch& s) {

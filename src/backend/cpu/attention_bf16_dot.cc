@@ -1,34 +1,24 @@
-// Attention scores over a bf16 KV cache with AVX512-BF16 dot products (vdpbf16ps), for every row
-// count: decode, verification and prompts.
+// Attention over a bf16 KV cache with AVX512-BF16 dot products (vdpbf16ps), for every row count:
+// decode, verification and prompts. The cache is read as it is, with no widening.
 //
-// The query is rounded to bf16 once (pack_query_bf16), as bf16 inference engines do; the keys are
-// read from the cache as they are, with no widening. Each score is computed by one sequence,
-// whatever the other keys or queries: acc = dp(acc, q, k) per 32-element chunk of head_dim (the
-// last one masked), the 16 lanes summed by a fixed tree (lanes i and i + 8, then i and i + 4,
-// i + 2, i + 1), times scale. Sixteen keys share each step of that tree, so a score costs a
-// quarter of a vector per 32 elements of head_dim plus an eighth of a shuffle-and-add step, where
-// f32 multiply-adds on widened keys took two vectors and a horizontal sum of its own.
+// Scores: the query is rounded to bf16 once (pack_query_bf16), as bf16 inference engines do. Each
+// score is one sequence whatever the other keys or queries: acc = dp(acc, q, k) per 32-element
+// chunk of head_dim (the last one masked), the 16 lanes summed by a fixed tree (lanes i and i + 8,
+// then i + 4, i + 2, i + 1), times scale. Sixteen keys go through the tree together, each alike.
+// Values: the softmax weights are rounded to bf16 (pack_weights_bf16) and p.V is summed in pairs
+// of the row's list positions (k, k + 1), k even: one dp per pair and 32 elements of head_dim, on
+// the two rows' elements interleaved. The pairs depend only on the row's list, so neither the
+// blocks the caller walks nor the other rows change a row's sums. A bf16 x bf16 product is exact
+// in f32; only the additions round (vdpbf16ps treats denormals as zero).
 #include <algorithm>
 
+#include "backend/cpu/bf16_dot.h"
 #include "backend/cpu/kernels.h"
 #include "core/error.h"
-
-#if defined(__x86_64__) && defined(__GNUC__)
-#include <immintrin.h>
-#define SPECD_HAVE_BF16_DOT_CODE 1
-#endif
 
 namespace specd::cpu {
 
 #ifdef SPECD_HAVE_BF16_DOT_CODE
-
-// GCC 12 warns about the intrinsics' own deliberately undefined vectors (_mm512_undefined_*).
-#if !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-
-#define SPECD_BF16_DOT __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
 
 namespace {
 
@@ -39,8 +29,8 @@ constexpr int kGroup = 16;      // keys scored together: one output vector
 // lane (s % 4) * 4 + s / 4, a 4 x 4 transpose, which is its own inverse.
 constexpr int slot_of_key(int key) { return (key % 4) * 4 + key / 4; }
 
-// Lane slot_of_key^-1(s) of the result = the 16 lanes of v[s] summed by the fixed tree. Every
-// slot goes through the same additions, so a sum does not depend on its slot or on the others.
+// Lane slot_of_key(s) of the result = the 16 lanes of v[s] summed by the fixed tree. Every slot
+// goes through the same additions, so a sum does not depend on its slot or on the others.
 SPECD_BF16_DOT __attribute__((always_inline)) inline __m512 sum_lanes16(const __m512 (&v)[kGroup]) {
   // Lanes 0-7: v[2p] lanes i + (i + 8); lanes 8-15: the same for v[2p + 1].
   __m512 s[8];

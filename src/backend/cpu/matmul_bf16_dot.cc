@@ -10,24 +10,12 @@
 // has no operation for vdpbf16ps, hence the intrinsics here.
 #include <algorithm>
 
+#include "backend/cpu/bf16_dot.h"
 #include "backend/cpu/kernels.h"
-
-#if defined(__x86_64__) && defined(__GNUC__)
-#include <immintrin.h>
-#define SPECD_HAVE_BF16_DOT_CODE 1
-#endif
 
 namespace specd::cpu {
 
 #ifdef SPECD_HAVE_BF16_DOT_CODE
-
-// GCC 12 warns about the intrinsics' own deliberately undefined vectors (_mm512_undefined_*).
-#if !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-
-#define SPECD_BF16_DOT __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
 
 namespace {
 
