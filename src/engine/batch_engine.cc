@@ -24,7 +24,7 @@ struct BatchEngine::Sequence {
   uint64_t order = 0;                     // admission order (fairness)
   int prefilled = 0;                      // prompt tokens already in the cache
   bool decoding = false;
-  std::optional<DraftLengthPolicy> policy;
+  std::optional<DraftLengthPolicy> policy;  // the slot's, from request to request
   TokenHistory prompt_history, output_history;
   std::vector<int32_t> context;  // prompt + emitted tokens
   DraftProposal proposal;
@@ -181,7 +181,8 @@ void BatchEngine::admit() {
         s.order = admissions_++;
         s.prefilled = 0;
         s.decoding = false;
-        s.policy.emplace(options_.draft_length);
+        if (!s.policy) s.policy.emplace(options_.draft_length);  // else the slot's last one
+        s.policy->start_request();
         s.prompt_history.clear();
         s.output_history.clear();
         if (g.sampling.repetition_penalty != 1.0) {

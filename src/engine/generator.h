@@ -47,6 +47,7 @@ class Generator {
   KvCache& kv_;
   Drafter* drafter_;
   DraftLengthOptions draft_length_;
+  DraftLengthPolicy policy_;  // carried from request to request
   int slot_;
   Verifier verifier_;
   TokenHistory prompt_history_;
