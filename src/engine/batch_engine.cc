@@ -24,7 +24,7 @@ struct BatchEngine::Sequence {
   uint64_t order = 0;                     // admission order (fairness)
   int prefilled = 0;                      // prompt tokens already in the cache
   bool decoding = false;
-  std::optional<DraftLengthPolicy> policy;  // the slot's, from request to request
+  std::optional<DraftLengthPolicy> policy;
   TokenHistory prompt_history, output_history;
   std::vector<int32_t> context;  // prompt + emitted tokens
   DraftProposal proposal;
@@ -181,8 +181,7 @@ void BatchEngine::admit() {
         s.order = admissions_++;
         s.prefilled = 0;
         s.decoding = false;
-        if (!s.policy) s.policy.emplace(options_.draft_length);  // else the slot's last one
-        s.policy->start_request();
+        s.policy.emplace(options_.draft_length);
         s.prompt_history.clear();
         s.output_history.clear();
         if (g.sampling.repetition_penalty != 1.0) {

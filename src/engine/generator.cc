@@ -16,7 +16,6 @@ Generator::Generator(Transformer& model, KvCache& kv, Drafter* drafter,
       kv_(kv),
       drafter_(drafter),
       draft_length_(draft_length),
-      policy_(draft_length),
       slot_(slot),
       verifier_(model.config().vocab_size),
       prompt_history_(model.config().vocab_size),
@@ -141,7 +140,7 @@ GenerationResult Generator::generate(const GenerateRequest& request,
   context_.assign(request.prompt.begin(), request.prompt.end());
   context_.reserve(n_prompt + request.max_tokens);
   if (drafter_) drafter_->reset();
-  policy_.start_request();
+  DraftLengthPolicy policy(draft_length_);
   stats.drafted_at.assign(model_.limits().max_logit_rows, 0);
   stats.accepted_at.assign(model_.limits().max_logit_rows, 0);
 
@@ -180,7 +179,7 @@ GenerationResult Generator::generate(const GenerateRequest& request,
     // context_ = committed tokens; the last one is not in the target cache yet.
     const int n = static_cast<int>(context_.size());
     const int remaining = request.max_tokens - static_cast<int>(result.tokens.size());
-    int k = drafter_ ? policy_.choose() : 0;
+    int k = drafter_ ? policy.choose() : 0;
     k = std::min({k, remaining - 1, capacity - n});
     proposal_.tokens.clear();
     proposal_.device_probs = Tensor{};
@@ -213,8 +212,8 @@ GenerationResult Generator::generate(const GenerateRequest& request,
     stats.verify_seconds += t_sample - t_verify;
     stats.sample_seconds += t_done - t_sample;
     if (drafter_) {
-      policy_.record(drafted, accepted, proposal_.seconds - proposal_.prefill_seconds, drafted + 1,
-                     t_sample - t_verify);
+      policy.record(drafted, accepted, proposal_.seconds - proposal_.prefill_seconds, drafted + 1,
+                    t_sample - t_verify);
     }
     for (int32_t token : verdict_.emitted) {
       running = emit(token);

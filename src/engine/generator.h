@@ -47,7 +47,6 @@ class Generator {
   KvCache& kv_;
   Drafter* drafter_;
   DraftLengthOptions draft_length_;
-  DraftLengthPolicy policy_;  // carried from request to request
   int slot_;
   Verifier verifier_;
   TokenHistory prompt_history_;

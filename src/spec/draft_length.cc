@@ -104,13 +104,10 @@ void DraftLengthPolicy::record(int drafted, int accepted, double draft_time, int
     if (i <= accepted) accepted_[i] += 1;
     if (i > accepted) break;  // positions after the first rejection were never judged
   }
-  // A request's first round follows the prompt's prefill (caches cold): its costs are not
-  // typical. Nor are single times far above the fit's (one-time work such as recording a CUDA
-  // graph for a new row count); a few in a row mean the costs have changed, and are kept.
-  if (skip_costs_) {
-    skip_costs_ = false;
-    return;
-  }
+  // The first round follows the prompt's prefill (caches cold): its costs are not typical. Nor
+  // are single times far above the fit's (one-time work such as recording a CUDA graph for a
+  // new row count); a few in a row mean the costs have changed, and are kept.
+  if (++recorded_ == 1) return;
   const bool outlier =
       (drafted > 0 && !draft_.empty() && draft_time > kOutlier * draft_seconds(drafted)) ||
       (!verify_.empty() && verify_time > kOutlier * verify_seconds(verify_rows));

@@ -33,16 +33,9 @@ class DecayedLinearFit {
 // verifying r rows a_v + b_v * r. Expected tokens of a round with k drafts is
 // 1 + sum_{j<=k} prod_{i<=j} alpha_i; its time is draft(k) + verify(k + 1). Every few rounds
 // the length steps one off the best, so that the fits see more than one length.
-// One policy serves the requests of one drafter/target pair in turn: a fresh policy spends a
-// short request's first rounds finding the costs (simulated 32-round requests reached 0.86-0.95
-// of the best fixed length's rate, against 0.98-0.99 over long runs).
 class DraftLengthPolicy {
  public:
   explicit DraftLengthPolicy(const DraftLengthOptions& options);
-  // A new request: the estimates carry over (the costs are the pair's and the machine's; the
-  // acceptance rates become a prior that the decay soon replaces), and its first round's costs,
-  // which follow a prompt's prefill, are left out.
-  void start_request() { skip_costs_ = true; }
   int choose();
   // One round's outcome and times; `draft_time` should leave out one-time work (prefilling a
   // fresh context).
@@ -58,8 +51,7 @@ class DraftLengthPolicy {
   DraftLengthOptions options_;
   std::vector<double> reached_, accepted_;  // decayed counts per draft position
   DecayedLinearFit draft_, verify_;
-  long rounds_ = 0;
-  bool skip_costs_ = true;  // the next round follows a prefill
+  long rounds_ = 0, recorded_ = 0;
   int outliers_in_row_ = 0;
 };
 
