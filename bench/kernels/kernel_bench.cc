@@ -440,9 +440,9 @@ void bench_attention_cold(CpuBackend& backend) {
         Tensor ot = Tensor::make(out.data(), DType::kF32, m, sh.n_heads * sh.dh);
         auto [t, best, t_simd] = time_paths(backend, 200, [&](int i) {
           const size_t c = static_cast<size_t>(i) % copies;
-          KvLayerView cache{
-              kc + c * elems, vc + c * elems, DType::kBF16, capacity, 1, capacity * sh.n_kv * sh.dh,
-              sh.n_kv,        sh.dh};
+          const auto slot_stride = static_cast<int64_t>(elems);
+          KvLayerView cache{kc + c * elems, vc + c * elems, DType::kBF16, capacity, 1,
+                            slot_stride,    sh.n_kv,        sh.dh};
           backend.attention(qt, sh.n_heads, cache, rows, 0.088f, ot);
         });
         const double bytes = 2.0 * ctx * sh.n_kv * sh.dh * 2;

@@ -48,14 +48,14 @@ void grow(std::vector<T>& buffer, size_t size) {
   if (buffer.size() < size) buffer.resize(size);
 }
 
-// The first 64-byte aligned element of a buffer with 64 bytes to spare (vector loads that
-// straddle cache lines cost two).
-constexpr size_t kAlignFloats = 16;
+// The first 64-byte aligned element of a buffer grown by grow_aligned (vector loads that straddle
+// cache lines cost two).
 template <typename T>
 T* aligned(std::vector<T>& buffer) {
   const auto address = reinterpret_cast<uintptr_t>(buffer.data());
   return buffer.data() + ((64 - address % 64) % 64) / sizeof(T);
 }
+// grow() with 64 bytes to spare, for aligned().
 template <typename T>
 void grow_aligned(std::vector<T>& buffer, int64_t size) {
   grow(buffer, static_cast<size_t>(size) + 64 / sizeof(T));
@@ -188,10 +188,10 @@ void CpuBackend::prepare_x(const cpu::MatmulArgs& a) {
     quant_x_ = cpu::quantize_x(a, quant_x_scratch_.data());
   } else if (a.w_dtype == DType::kBF16 && bf16_path_ == Bf16Path::kDot) {
     const int64_t halves = a.m * cpu::bf16_x_stride(a.k);  // two bf16 values per float
-    grow(split_x_, static_cast<size_t>(halves / 2) + kAlignFloats);
+    grow_aligned(split_x_, halves / 2);
     cpu::pack_x_bf16(a, reinterpret_cast<uint16_t*>(aligned(split_x_)));
   } else if (a.w_dtype == DType::kBF16) {
-    grow(split_x_, static_cast<size_t>(a.m * cpu::split_x_stride(a.k)) + kAlignFloats);
+    grow_aligned(split_x_, a.m * cpu::split_x_stride(a.k));
     cpu::split_x(a, bf16_path_ == Bf16Path::kSimd, aligned(split_x_));
   }
 }

@@ -173,9 +173,9 @@ struct AttentionScratch {
 };
 
 // Attention over a bf16 cache on CPUs with AVX512-BF16 (attention_bf16_dot.cc), for head_dim up
-// to kMaxBf16DotHeadDim (the query's chunks stay in registers). q rounded to
-// bf16 into out ([bf16_x_stride(head_dim)], the padding zeroed).
+// to kMaxBf16DotHeadDim (the query's chunks stay in registers).
 inline constexpr int64_t kMaxBf16DotHeadDim = 256;
+// q rounded to bf16 (ties to even) into out ([bf16_x_stride(head_dim)], the padding zeroed).
 void pack_query_bf16(const float* q, int64_t head_dim, uint16_t* out);
 // While scoring, prefetch `bytes` of the entry `ahead` entries further on, below entry `limit`.
 struct KeyPrefetch {
