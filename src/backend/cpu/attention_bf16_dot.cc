@@ -72,8 +72,7 @@ SPECD_BF16_DOT void score_group(const uint16_t* q, const uint16_t* keys, int64_t
       for (int64_t b = 0; b < fetch.bytes; b += 64) _mm_prefetch(line + b, _MM_HINT_T0);
     }
   }
-  const __mmask32 last = tail >= kChunk ? static_cast<__mmask32>(~0u)
-                                        : static_cast<__mmask32>((uint64_t{1} << tail) - 1);
+  const __mmask32 last = first_lanes32(tail);
   __m512bh qv[C];
 #pragma GCC unroll 8
   for (int c = 0; c < C; ++c) {
@@ -119,9 +118,7 @@ SPECD_BF16_DOT __attribute__((always_inline)) inline void value_pair(__m512 (&ac
 #pragma GCC unroll 4
   for (int c = 0; c < C; ++c) {
     const int64_t d = dim + c * kChunk;
-    const __mmask32 mask = c + 1 < C || tail >= kChunk
-                               ? static_cast<__mmask32>(~0u)
-                               : static_cast<__mmask32>((uint64_t{1} << tail) - 1);
+    const __mmask32 mask = first_lanes32(c + 1 < C ? kChunk : tail);
     const __m512i va = _mm512_maskz_loadu_epi16(mask, a + d);
     const __m512i vb =
         b != nullptr ? _mm512_maskz_loadu_epi16(mask, b + d) : _mm512_setzero_si512();
@@ -215,13 +212,7 @@ SPECD_BF16_DOT void attention_values_bf16_finish(const float* acc, int64_t head_
 }
 
 SPECD_BF16_DOT void pack_query_bf16(const float* q, int64_t head_dim, uint16_t* out) {
-  const int64_t padded = bf16_x_stride(head_dim);
-  for (int64_t i = 0; i < padded; i += 16) {
-    const int64_t valid = std::clamp<int64_t>(head_dim - i, 0, 16);
-    const __m512 v = _mm512_maskz_loadu_ps(static_cast<__mmask16>((1u << valid) - 1), q + i);
-    const __m256i packed = reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(v));  // ties to even
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), packed);
-  }
+  round_row_bf16(q, head_dim, out);
 }
 
 void attention_scores_bf16(const uint16_t* q, const uint16_t* keys, int64_t stride, int64_t n,

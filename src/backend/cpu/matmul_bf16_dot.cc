@@ -49,8 +49,7 @@ SPECD_BF16_DOT __attribute__((always_inline)) inline void step(__m512 (&acc)[MR]
       _mm_prefetch(reinterpret_cast<const char*>(w[j] + k + kFarPrefetch * ahead), _MM_HINT_T1);
     }
     if constexpr (kMasked) {
-      const __mmask32 mask = static_cast<__mmask32>((uint64_t{1} << valid) - 1);
-      wv[j] = reinterpret_cast<__m512bh>(_mm512_maskz_loadu_epi16(mask, w[j] + k));
+      wv[j] = reinterpret_cast<__m512bh>(_mm512_maskz_loadu_epi16(first_lanes32(valid), w[j] + k));
     } else {
       wv[j] = reinterpret_cast<__m512bh>(_mm512_loadu_si512(w[j] + k));
     }
@@ -163,15 +162,7 @@ SPECD_BF16_DOT void walk(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
 SPECD_BF16_DOT void pack_x(const MatmulArgs& a, uint16_t* out) {
   const int64_t stride = bf16_x_stride(a.k);
   for (int64_t m = 0; m < a.m; ++m) {
-    const float* x = a.x + m * a.x_stride;
-    uint16_t* o = out + m * stride;
-    for (int64_t k = 0; k < stride; k += 16) {
-      const int64_t valid = std::min<int64_t>(16, std::max<int64_t>(0, a.k - k));
-      const __m512 v =
-          _mm512_maskz_loadu_ps(static_cast<__mmask16>((1u << valid) - 1), x + std::min(k, a.k));
-      const __m256i packed = reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(v));  // ties to even
-      _mm256_store_si256(reinterpret_cast<__m256i*>(o + k), packed);
-    }
+    round_row_bf16(a.x + m * a.x_stride, a.k, out + m * stride);
   }
 }
 
