@@ -22,7 +22,8 @@ using backend_test::max_rel_error;
 using backend_test::name;
 using backend_test::same_bits;
 
-// The small-M kernels' error (x kept as bf16 hi + lo, or two int8 parts per block).
+// The small-M kernels' error against the reference on x as they multiply it (bf16 weights: x
+// rounded to bf16; int8/int4: two int8 parts per block).
 constexpr double kTolerance = 2e-4;
 constexpr float kEps = 1e-5f;
 
@@ -64,12 +65,10 @@ class CudaFoldedNorm : public backend_test::CudaTest {
     return n.fold;
   }
 
-  // The reference: h = rms_norm(r, g), then h · wᵀ for each weight (or act(h · gᵀ) * (h · uᵀ)).
+  // The reference: rms_norm(r, g) · wᵀ for each weight (or act(h · gᵀ) * (h · uᵀ)), as a reader
+  // of the folded norm computes it.
   static HostTensor reference_products(const HostTensor& r, const HostTensor& g, const Tensor& w) {
-    HostTensor h(DType::kF32, r.t().rows, r.t().cols), y(DType::kF32, r.t().rows, w.rows);
-    reference::rms_norm(r.t(), g.t(), kEps, h.t());
-    reference::matmul(h.t(), w, nullptr, y.t(), false);
-    return y;
+    return backend_test::reference_folded_products(r.t(), g.t(), kEps, w, nullptr);
   }
 };
 
@@ -105,7 +104,8 @@ TEST_F(CudaFoldedNorm, MatmulWrittenNormReadByMatmulsMatchesTheReference) {
 
       HostTensor r_want = r0.clone();
       Tensor r_rows = r_want.t().slice_rows(0, m);
-      reference::matmul(x.t().slice_rows(0, m), w_out.view(), nullptr, r_rows, true);
+      backend_test::reference_matmul_bf16_x(x.t().slice_rows(0, m), w_out.view(), nullptr, r_rows,
+                                            true);
       HostTensor r_m(DType::kF32, m, d);
       for (int64_t i = 0; i < m; ++i) {
         for (int64_t c = 0; c < d; ++c) r_m.set(i, c, r_want.at(i, c));
@@ -191,7 +191,7 @@ TEST_F(CudaFoldedNorm, GatedDownProjectionWritesTheNorm) {
 
       HostTensor mlp(DType::kF32, m, f), r_want = r.clone();
       reference::silu_mul(gate.t(), up.t(), mlp.t());
-      reference::matmul(mlp.t(), w_down.view(), nullptr, r_want.t(), true);
+      backend_test::reference_matmul_bf16_x(mlp.t(), w_down.view(), nullptr, r_want.t(), true);
       HostTensor r_got = download(dr, r);
       EXPECT_LE(max_rel_error(r_got.t(), r_want.t()), kTolerance) << name(dtype) << " M=" << m;
       EXPECT_LE(max_rel_error(download(dy, y).t(), reference_products(r_got, g, w.view()).t()),

@@ -24,7 +24,8 @@ using backend_test::name;
 using backend_test::same_tensor;
 
 constexpr float kEps = 1e-5f;
-constexpr double kTolerance = 2e-4;  // the small-M kernels' error against double products
+constexpr double kTolerance = 2e-4;  // the small-M kernels' error against double products of x
+                                     // as they multiply it
 constexpr int kSlots = 2, kCapacity = 40, kPositions = 64;
 
 struct Shape {
@@ -123,14 +124,20 @@ class CudaQkvRope : public backend_test::CudaTest {
       EXPECT_TRUE(same_tensor(v_cache[0], v_cache[1])) << what;
       EXPECT_FALSE(same_tensor(k_cache[0], cache)) << what;  // something was stored
 
-      // q against rope(rms_norm(r) · wqᵀ + bq) in double precision.
-      HostTensor h(DType::kF32, m, d), q_want(DType::kF32, m, q_dim);
-      HostTensor r_m(DType::kF32, m, d);
+      // q against rope(rms_norm(r) · wqᵀ + bq) in double precision, on x as the kernels
+      // multiply it (folded: r ⊙ g, else the normed rows; rounded to bf16 for bf16 weights).
+      HostTensor r_m(DType::kF32, m, d), q_want(DType::kF32, m, q_dim);
       for (int64_t i = 0; i < m; ++i) {
         for (int64_t c = 0; c < d; ++c) r_m.set(i, c, r.at(i, c));
       }
-      reference::rms_norm(r_m.t(), g.t(), kEps, h.t());
-      reference::matmul(h.t(), hq, s.bias ? &bq.t() : nullptr, q_want.t(), false);
+      const Tensor* bias = s.bias ? &bq.t() : nullptr;
+      if (folded) {
+        q_want = backend_test::reference_folded_products(r_m.t(), g.t(), kEps, hq, bias);
+      } else {
+        HostTensor h(DType::kF32, m, d);
+        reference::rms_norm(r_m.t(), g.t(), kEps, h.t());
+        backend_test::reference_matmul_bf16_x(h.t(), hq, bias, q_want.t(), false);
+      }
       HostTensor pos_host = backend_test::i32_vector({positions.begin(), positions.begin() + m});
       reference::rope(q_want.t(), s.n_heads, pos_host.t(), RopeTable{cos.t(), sin.t()});
       EXPECT_LE(max_rel_error(q_got[0].t(), q_want.t()), kTolerance) << what;

@@ -52,11 +52,8 @@ class OnPath {
 // except on kSimdF32.
 void reference_matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y,
                       bool accumulate, Bf16Path path) {
-  if (w.dtype != DType::kBF16 || path == Bf16Path::kSimdF32) {
-    return reference::matmul(x, w, bias, y, accumulate);
-  }
-  HostTensor rounded = backend_test::rounded_to_bf16(x);
-  reference::matmul(rounded.t(), w, bias, y, accumulate);
+  if (path == Bf16Path::kSimdF32) return reference::matmul(x, w, bias, y, accumulate);
+  backend_test::reference_matmul_bf16_x(x, w, bias, y, accumulate);
 }
 
 // Runs backend and reference matmul on the same random inputs; returns the relative error.

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/reference.h"
 #include "core/dtype.h"
 
 namespace specd::backend_test {
@@ -113,5 +114,40 @@ inline bool same_bits(const Tensor& a, int64_t r, const Tensor& b, int64_t r2) {
 }
 
 inline const char* name(DType dtype) { return dtype_name(dtype).data(); }
+
+// reference::matmul on x as specd's bf16 matmuls multiply it (the CPU's bf16 paths, the CUDA
+// small-M kernel and prefill GEMM): rounded to bf16 for bf16 weights, as it is otherwise.
+inline void reference_matmul_bf16_x(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y,
+                                    bool accumulate) {
+  if (w.dtype != DType::kBF16) return reference::matmul(x, w, bias, y, accumulate);
+  HostTensor rounded = rounded_to_bf16(x);
+  reference::matmul(rounded.t(), w, bias, y, accumulate);
+}
+
+// rms_norm(r, g) · wᵀ + bias as a matmul reading a folded norm computes it: (r ⊙ g) · wᵀ (x
+// rounded to bf16 for bf16 weights), each row scaled by its inverse RMS, then the bias added.
+inline HostTensor reference_folded_products(const Tensor& r, const Tensor& g, float eps,
+                                            const Tensor& w, const Tensor* bias) {
+  HostTensor scaled(DType::kF32, r.rows, r.cols), y(DType::kF32, r.rows, w.rows);
+  std::vector<double> inv_rms(r.rows);
+  for (int64_t i = 0; i < r.rows; ++i) {
+    double sum_sq = 0.0;
+    for (int64_t c = 0; c < r.cols; ++c) {
+      const float v = r.row<const float>(i)[c];
+      sum_sq += static_cast<double>(v) * v;
+      scaled.t().row<float>(i)[c] = v * load_as_f32(g.data, g.dtype, c);
+    }
+    inv_rms[i] = 1.0 / std::sqrt(sum_sq / static_cast<double>(r.cols) + eps);
+  }
+  reference_matmul_bf16_x(scaled.t(), w, nullptr, y.t(), false);
+  for (int64_t i = 0; i < r.rows; ++i) {
+    for (int64_t n = 0; n < w.rows; ++n) {
+      float& out = y.t().row<float>(i)[n];
+      out = static_cast<float>(out * inv_rms[i]);
+      if (bias != nullptr) out += load_as_f32(bias->data, bias->dtype, n);
+    }
+  }
+  return y;
+}
 
 }  // namespace specd::backend_test

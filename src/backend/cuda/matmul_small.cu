@@ -1,17 +1,17 @@
 // Small-M matmul (1 to 16 rows): every weight is read once for all rows, batch-invariant.
 //
 // bf16 weights use tensor cores: a warp multiplies the (up to 16) activation rows by a tile of
-// 16 weight rows with mma.m16n8k16, x as the A operand, split into bf16 hi + lo parts so that
-// the product keeps about 16 bits of x's mantissa, and each half of the tile (8 weight rows) as
-// a B operand taken from shared memory as it was copied. Each output element is an independent
-// dot product inside the mma, padding rows are zeros, and the split of K over warps and blocks
-// depends only on N and K, so a row's bits never depend on how many other rows are in the
+// 16 weight rows with mma.m16n8k16, x rounded to bf16 as the A operand (as the prefill GEMM and
+// the CPU backend round it, and as bf16 inference does), and each half of the tile (8 weight
+// rows) as a B operand taken from shared memory as it was copied. Each output element is an
+// independent dot product inside the mma, padding rows are zeros, and the split of K over warps and
+// blocks depends only on N and K, so a row's bits never depend on how many other rows are in the
 // batch. Partial sums of the warps (and of the blocks sharing a tile) are added in a fixed order.
 //
 // Weights stream through a ring of shared memory per warp, copied asynchronously (no registers
 // held, evicted first from L2) as whole 128-byte lines, kStages - 1 chunks ahead of use, across
-// tile boundaries and already before the kernel waits for its predecessor. Up to 8 rows, x's
-// rows of each chunk travel in the same ring slot (copied after the wait); with 9 to 16 rows x
+// tile boundaries and already before the kernel waits for its predecessor. Up to 9 rows, x's
+// rows of each chunk travel in the same ring slot (copied after the wait); with 10 to 16 rows x
 // of the next chunk is loaded into registers while this one multiplies. The step loop advances
 // pointers by fixed strides: it does no index arithmetic per chunk.
 #include <algorithm>
@@ -25,18 +25,19 @@ using namespace small_mma;  // NOLINT: the kernels' shared constants and helpers
 
 constexpr int kChunkK = 64;  // k per warp step (128 bytes, one cache line, of each weight row)
 constexpr int kChunkBytes = kTileN * kChunkK * 2;  // 2 KB: 16 rows x 128 bytes
-// Chunks each warp has in flight (its shared-memory ring): 3 for up to 8 rows, 4 for 9 to 16.
-// Measured on one H200 (2026-11-27, Llama-3.1-8B shape): 3 decode 1.2% faster than 4 (6: 2.6%
-// slower), 4 verify 9 rows 2% faster than 3.
-constexpr int stages(bool two_tiles) { return two_tiles ? 4 : 3; }
-// Up to 8 rows, a ring slot also holds x's rows of the chunk (f32, 256 bytes a row), copied
-// with the weights; with 9 to 16 rows x is loaded into registers (the ring would not leave room
+// Up to kRingRows rows, a ring slot also holds x's rows of the chunk (f32, 256 bytes a row),
+// copied with the weights; with more x is loaded into registers (the ring would not leave room
 // for two blocks per multiprocessor).
+constexpr int kRingRows = 9;  // two blocks' rings and tile sums still fit a multiprocessor
+// Chunks each warp has in flight (its shared-memory ring): 3 with x in the ring, else 4.
+// Measured on one H200 (2026-11-27, Llama-3.1-8B shape): 3 decode 1.2% faster than 4 (6: 2.6%
+// slower), 4 verify 9 rows 2% faster than 3 (x then in registers).
+constexpr int stages(bool two_tiles) { return two_tiles ? 4 : 3; }
 constexpr int kXRowBytes = kChunkK * 4;
 constexpr int slot_bytes(bool two_tiles, int64_t m) {
   return kChunkBytes + (two_tiles ? 0 : static_cast<int>(m) * kXRowBytes);
 }
-// The warps' rings: 48 to 96 KB (up to 8 rows), 64 KB (9 to 16).
+// The warps' rings: 48 to 108 KB (x in the ring), 64 KB (x in registers).
 constexpr int shared_bytes(bool two_tiles, int64_t m) {
   return kWarps * stages(two_tiles) * slot_bytes(two_tiles, m);
 }
@@ -96,35 +97,20 @@ __device__ __forceinline__ uint32_t x_offset(int row, int unit) {
 // slots, so every product meets its partner; the mma adds its slots in its own fixed way, the
 // same whatever the row count.
 //
-// Eight x values of one row as bf16 pairs (pair j: k 2j, 2j + 1 of the eight): hi = bf16(x),
-// lo = bf16(x - hi).
+// Eight x values of one row rounded to bf16 pairs (pair j: k 2j, 2j + 1 of the eight).
 struct XPairs {
-  uint32_t hi[4], lo[4];
+  uint32_t w[4];
 };
-__device__ __forceinline__ XPairs split_x(const float4& a, const float4& b) {
-  const float v[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
-  XPairs out;
-#pragma unroll
-  for (int j = 0; j < 4; ++j) {
-    const uint32_t hi = pack_bf16(v[2 * j], v[2 * j + 1]);
-    const float back0 = __uint_as_float(hi << 16), back1 = __uint_as_float(hi & 0xFFFF0000u);
-    out.hi[j] = hi;
-    out.lo[j] = pack_bf16(v[2 * j] - back0, v[2 * j + 1] - back1);
-  }
-  return out;
+__device__ __forceinline__ XPairs round_x(const float4& a, const float4& b) {
+  return {{pack_bf16(a.x, a.y), pack_bf16(a.z, a.w), pack_bf16(b.x, b.y), pack_bf16(b.z, b.w)}};
 }
 
-// A warp's sums over its chunks of a tile. x is the mma's A operand, the two halves of the
-// tile (weight rows 0-7 and 8-15: p and q) are its B operands. Up to 8 rows, A's rows 0-7 hold
-// x's hi parts and rows 8-15 its lo parts, so that each mma takes both: acc_p[e] (e < 2) is the
-// hi sum and acc_p[e + 2] the lo sum of x row g and weight row 2c + e. With 9 to 16 rows, A's
-// rows are x's rows, hi and lo in two mma: acc_p[e] is the hi sum, lo_p[e] the lo sum, of x row
-// g + 8 (e >= 2). Each output's hi and lo sums see the same mma sequence either way, and are
-// added (hi + lo) at the tile's end: a row's bits do not depend on the row count.
-template <bool kTwoTiles>
+// A warp's sums over its chunks of a tile. A's rows are x's rows (zeros past M), the two halves
+// of the tile (weight rows 0-7 and 8-15: p and q) are its B operands: acc_p[e] is the sum of x
+// row g (e < 2) or g + 8 and weight row 2c + e % 2. Every output sees the same mma sequence
+// whatever the row count, so a row's bits do not depend on it.
 struct WarpSums {
   float acc_p[4] = {0, 0, 0, 0}, acc_q[4] = {0, 0, 0, 0};
-  float lo_p[kTwoTiles ? 4 : 1] = {}, lo_q[kTwoTiles ? 4 : 1] = {};
 
   // Adds one half chunk (32 k): x0 and x1 are x rows g and g + 8, p and q the lane's 16 bytes
   // of weight rows g and g + 8.
@@ -133,28 +119,8 @@ struct WarpSums {
     const uint32_t pw[4] = {p.x, p.y, p.z, p.w}, qw[4] = {q.x, q.y, q.z, q.w};
 #pragma unroll
     for (int j = 0; j < 4; j += 2) {
-      if constexpr (kTwoTiles) {
-        mma_bf16(acc_p, x0.hi[j], x1.hi[j], x0.hi[j + 1], x1.hi[j + 1], pw[j], pw[j + 1]);
-        mma_bf16(acc_q, x0.hi[j], x1.hi[j], x0.hi[j + 1], x1.hi[j + 1], qw[j], qw[j + 1]);
-        mma_bf16(lo_p, x0.lo[j], x1.lo[j], x0.lo[j + 1], x1.lo[j + 1], pw[j], pw[j + 1]);
-        mma_bf16(lo_q, x0.lo[j], x1.lo[j], x0.lo[j + 1], x1.lo[j + 1], qw[j], qw[j + 1]);
-      } else {
-        mma_bf16(acc_p, x0.hi[j], x0.lo[j], x0.hi[j + 1], x0.lo[j + 1], pw[j], pw[j + 1]);
-        mma_bf16(acc_q, x0.hi[j], x0.lo[j], x0.hi[j + 1], x0.lo[j + 1], qw[j], qw[j + 1]);
-      }
-    }
-  }
-  // hi + lo per output, in finish_tile's x-as-A layout (weight rows 0-7, 8-15).
-  __device__ __forceinline__ void totals(float (&out_p)[4], float (&out_q)[4]) const {
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      if constexpr (kTwoTiles) {
-        out_p[e] = acc_p[e] + lo_p[e];
-        out_q[e] = acc_q[e] + lo_q[e];
-      } else {
-        out_p[e] = e < 2 ? acc_p[e] + acc_p[e + 2] : 0.0f;
-        out_q[e] = e < 2 ? acc_q[e] + acc_q[e + 2] : 0.0f;
-      }
+      mma_bf16(acc_p, x0.w[j], x1.w[j], x0.w[j + 1], x1.w[j + 1], pw[j], pw[j + 1]);
+      mma_bf16(acc_q, x0.w[j], x1.w[j], x0.w[j + 1], x1.w[j + 1], qw[j], qw[j + 1]);
     }
   }
 };
@@ -171,7 +137,7 @@ struct WarpWalk {
 
 // A warp's copies: chunk i of each of its tiles in turn, into its ring. Lane l copies 16 bytes
 // of weight rows l / 8, 4 + l / 8, 8 + l / 8 and 12 + l / 8 (each row's 128 bytes by 8 lanes:
-// whole cache lines). kX (up to 8 rows): also x's rows of the chunk, lane l 16 bytes (unit
+// whole cache lines). kX (up to kRingRows rows): also x's rows of the chunk, lane l 16 bytes (unit
 // l % 16) of rows l / 16, 2 + l / 16, ... below M, zero-filled past K; a warp's chunks have the
 // same k in every tile, so x's walk restarts at each tile. kPair: a gate/up pair group.
 template <bool kPair, bool kX>
@@ -210,7 +176,7 @@ struct ChunkStream {
                                          const WarpWalk& walk) const {
     const int bytes = k_of < walk.k ? 16 : 0;
 #pragma unroll
-    for (int j = 0; j < 4; ++j) {
+    for (int j = 0; j < (kRingRows + 1) / 2; ++j) {
       if (j < x_rows) copy_async16_x(dst + j * 2 * kXRowBytes, from + j * x_row2, bytes);
     }
   }
@@ -259,8 +225,9 @@ struct ChunkStream {
 // Each warp streams its chunks through a ring of kStages chunks in shared memory (copies issued
 // kStages - 1 chunks ahead, across tile boundaries, and before waiting for the previous kernel),
 // multiplies each chunk with mma, and the warps' sums are added in warp order per tile.
-// kTwoTiles: rows 9 to 16 as well. kPair: a gate/up pair group.
-template <bool kTwoTiles, bool kPair>
+// kTwoTiles: up to 16 rows, x in registers; else x in the ring, rows 8 to kRingRows - 1 too
+// when kRingHigh. kPair: a gate/up pair group.
+template <bool kTwoTiles, bool kPair, bool kRingHigh = false>
 __global__ void __launch_bounds__(kWarps * 32, 2)
     small_mma_kernel(MatmulGroup group, int block_splits, float* partials, unsigned* tickets) {
   constexpr int kStages = stages(kTwoTiles);
@@ -325,7 +292,7 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
     prefetch_norm_sums(a0.norm_in, a0.m);
   }
 
-  // With 9 to 16 rows: x rows g and g + 8 at the lane's k of a chunk's first half (the second
+  // With 10 to 16 rows: x rows g and g + 8 at the lane's k of a chunk's first half (the second
   // is 32 further), loaded into registers a chunk ahead.
   const float* x_first = a0.x + static_cast<int64_t>(g) * a0.x_stride + first * kChunkK + c * 8;
   const int64_t x_row8 = 8 * a0.x_stride;
@@ -354,18 +321,23 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
   const float* x_at = x_first;
   int kx = kx_first;
   ChunkX xs = !kXInRing && walk.mine > 0 ? load_chunk_x(x_at, kx) : ChunkX{};
-  // Up to 8 rows: x row g of half h of a chunk, units 8h + 2c and 8h + 2c + 1 of the slot's x
+  // x in the ring: x row g of half h of a chunk, units 8h + 2c and 8h + 2c + 1 of the slot's x
   // (lanes of rows past M read row 0, inside the slot, and use zeros).
   const int x_row = has0 ? g : 0;
   const uint32_t x_read_at[2][2] = {{x_offset(x_row, 2 * c), x_offset(x_row, 2 * c + 1)},
                                     {x_offset(x_row, 8 + 2 * c), x_offset(x_row, 9 + 2 * c)}};
+  // kRingHigh: the same for x row g + 8.
+  const int x_row_high = has1 ? g + 8 : 0;
+  const uint32_t x_high_at[2][2] = {
+      {x_offset(x_row_high, 2 * c), x_offset(x_row_high, 2 * c + 1)},
+      {x_offset(x_row_high, 8 + 2 * c), x_offset(x_row_high, 9 + 2 * c)}};
   // Where the lane reads weight rows g (p) and g + 8 (q, 1 KB further) of half h of a chunk.
   const uint32_t read_at[2] = {chunk_offset(g, c), chunk_offset(g, 4 + c)};
 
   uint32_t read_slot = ring, fill_slot = ring + (kStages - 1) * slot;
   for (int64_t tile = blockIdx.x; tile < walk.tiles; tile += gridDim.x) {
-    WarpSums<kTwoTiles> sums;
-    // Unrolled by 2 up to 8 rows; with 9 to 16 rows the registers would spill.
+    WarpSums sums;
+    // Unrolled by 2 with x in the ring; with x in registers they would spill.
 #pragma unroll(kTwoTiles ? 1 : 2)
     for (int i = 0; i < walk.mine; ++i) {
       copy_async_wait_oldest<kStages>();
@@ -390,17 +362,22 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
           float4 x4[2] = {load_shared_f4(read_slot + x_read_at[h][0]),
                           load_shared_f4(read_slot + x_read_at[h][1])};
           if (!has0) x4[0] = x4[1] = make_float4(0, 0, 0, 0);
-          sums.add(split_x(x4[0], x4[1]), XPairs{}, p, q);
+          XPairs high{};
+          if constexpr (kRingHigh) {
+            float4 y4[2] = {load_shared_f4(read_slot + x_high_at[h][0]),
+                            load_shared_f4(read_slot + x_high_at[h][1])};
+            if (!has1) y4[0] = y4[1] = make_float4(0, 0, 0, 0);
+            high = round_x(y4[0], y4[1]);
+          }
+          sums.add(round_x(x4[0], x4[1]), high, p, q);
         } else {
-          sums.add(split_x(xs.x0[h][0], xs.x0[h][1]), split_x(xs.x1[h][0], xs.x1[h][1]), p, q);
+          sums.add(round_x(xs.x0[h][0], xs.x0[h][1]), round_x(xs.x1[h][0], xs.x1[h][1]), p, q);
         }
       }
       if constexpr (!kXInRing) xs = next_xs;
       read_slot = next_slot(read_slot);
     }
-    float total_p[4], total_q[4];
-    sums.totals(total_p, total_q);
-    finish_tile<kTwoTiles, kPair, AccLayout::kXInA>(group, tile, total_p, total_q, reduce,
+    finish_tile<kTwoTiles, kPair, AccLayout::kXInA>(group, tile, sums.acc_p, sums.acc_q, reduce,
                                                     last_block, block_splits, partials, tickets,
                                                     inv_rms);
   }
@@ -498,22 +475,29 @@ void matmul_small(const MatmulGroup& group, const SmallMatmulPlan& plan,
     return;
   }
   if (plan.tensor_cores) {
-    const bool two = group.part[0].m > 8;
+    const int64_t m = group.part[0].m;
+    const bool two = m > kRingRows;
     Launch launch(dim3(static_cast<unsigned>(plan.grid_x), plan.block_splits), dim3(kWarps * 32),
-                  shared_bytes(two, group.part[0].m), stream);
+                  shared_bytes(two, m), stream);
     static const bool configured = [] {  // rings past the default 48 KB of shared memory
-      const int most = std::max(shared_bytes(false, 8), shared_bytes(true, kMaxRows));
+      const int most = std::max(shared_bytes(false, kRingRows), shared_bytes(true, kMaxRows));
       for (auto kernel : {small_mma_kernel<true, false>, small_mma_kernel<false, false>,
-                          small_mma_kernel<true, true>, small_mma_kernel<false, true>}) {
+                          small_mma_kernel<false, false, true>, small_mma_kernel<true, true>,
+                          small_mma_kernel<false, true>, small_mma_kernel<false, true, true>}) {
         check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, most),
               "cudaFuncSetAttribute(small_mma_kernel)");
       }
       return true;
     }();
     (void)configured;
+    auto pick = [&](auto plain, auto high, auto registers) {
+      return two ? registers : m > 8 ? high : plain;
+    };
     auto kernel = group.gate_up_pair
-                      ? (two ? small_mma_kernel<true, true> : small_mma_kernel<false, true>)
-                      : (two ? small_mma_kernel<true, false> : small_mma_kernel<false, false>);
+                      ? pick(small_mma_kernel<false, true>, small_mma_kernel<false, true, true>,
+                             small_mma_kernel<true, true>)
+                      : pick(small_mma_kernel<false, false>, small_mma_kernel<false, false, true>,
+                             small_mma_kernel<true, false>);
     check(cudaLaunchKernelEx(&launch.config, kernel, group, plan.block_splits, scratch.partials,
                              scratch.tickets),
           "small_mma_kernel");
