@@ -321,16 +321,25 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
   const float* x_at = x_first;
   int kx = kx_first;
   ChunkX xs = !kXInRing && walk.mine > 0 ? load_chunk_x(x_at, kx) : ChunkX{};
-  // x in the ring: x row g of half h of a chunk, units 8h + 2c and 8h + 2c + 1 of the slot's x
-  // (lanes of rows past M read row 0, inside the slot, and use zeros).
-  const int x_row = has0 ? g : 0;
-  const uint32_t x_read_at[2][2] = {{x_offset(x_row, 2 * c), x_offset(x_row, 2 * c + 1)},
-                                    {x_offset(x_row, 8 + 2 * c), x_offset(x_row, 9 + 2 * c)}};
-  // kRingHigh: the same for x row g + 8.
-  const int x_row_high = has1 ? g + 8 : 0;
-  const uint32_t x_high_at[2][2] = {
-      {x_offset(x_row_high, 2 * c), x_offset(x_row_high, 2 * c + 1)},
-      {x_offset(x_row_high, 8 + 2 * c), x_offset(x_row_high, 9 + 2 * c)}};
+  // x in the ring: x row `row` of half h of a chunk is units 8h + 2c and 8h + 2c + 1 of the
+  // slot's x (lanes of rows past M read row 0, inside the slot, and use zeros). Rows g and, with
+  // kRingHigh, g + 8.
+  struct RingX {
+    uint32_t at[2][2];
+    bool has;
+  };
+  auto ring_x = [&](int row, bool has) {
+    const int r = has ? row : 0;
+    return RingX{{{x_offset(r, 2 * c), x_offset(r, 2 * c + 1)},
+                  {x_offset(r, 8 + 2 * c), x_offset(r, 9 + 2 * c)}},
+                 has};
+  };
+  const RingX x_low = ring_x(g, has0), x_high = ring_x(g + 8, has1);
+  auto read_ring_x = [&](uint32_t slot_at, const RingX& x, int h) {
+    float4 v[2] = {load_shared_f4(slot_at + x.at[h][0]), load_shared_f4(slot_at + x.at[h][1])};
+    if (!x.has) v[0] = v[1] = make_float4(0, 0, 0, 0);
+    return round_x(v[0], v[1]);
+  };
   // Where the lane reads weight rows g (p) and g + 8 (q, 1 KB further) of half h of a chunk.
   const uint32_t read_at[2] = {chunk_offset(g, c), chunk_offset(g, 4 + c)};
 
@@ -359,17 +368,8 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
         const uint4 q = load_shared16(read_slot + read_at[h] + 8 * 128);
         if constexpr (kXInRing) {
           // Rows at or past M were not copied: read row 0 (no branch), then zeroed.
-          float4 x4[2] = {load_shared_f4(read_slot + x_read_at[h][0]),
-                          load_shared_f4(read_slot + x_read_at[h][1])};
-          if (!has0) x4[0] = x4[1] = make_float4(0, 0, 0, 0);
-          XPairs high{};
-          if constexpr (kRingHigh) {
-            float4 y4[2] = {load_shared_f4(read_slot + x_high_at[h][0]),
-                            load_shared_f4(read_slot + x_high_at[h][1])};
-            if (!has1) y4[0] = y4[1] = make_float4(0, 0, 0, 0);
-            high = round_x(y4[0], y4[1]);
-          }
-          sums.add(round_x(x4[0], x4[1]), high, p, q);
+          const XPairs high = kRingHigh ? read_ring_x(read_slot, x_high, h) : XPairs{};
+          sums.add(read_ring_x(read_slot, x_low, h), high, p, q);
         } else {
           sums.add(round_x(xs.x0[h][0], xs.x0[h][1]), round_x(xs.x1[h][0], xs.x1[h][1]), p, q);
         }
