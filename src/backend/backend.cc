@@ -1,4 +1,4 @@
-// make_backend(): picks the backend implementation for a device.
+// make_backend(): picks the backend implementation for a device; download tickets.
 #include "backend/backend.h"
 
 #include "backend/cpu/cpu_backend.h"
@@ -15,6 +15,19 @@ bool cuda_available() {
 #else
   return false;
 #endif
+}
+
+uint64_t DownloadTickets::start(size_t bytes) {
+  SPECD_CHECK(bytes <= Backend::kMaxDownload, "a download of {} bytes (at most {})", bytes,
+              Backend::kMaxDownload);
+  bytes_[next_ % Backend::kDownloadSlots] = bytes;
+  return next_++;
+}
+
+int DownloadTickets::slot(uint64_t ticket) const {
+  SPECD_CHECK(ticket < next_ && ticket + Backend::kDownloadSlots >= next_,
+              "download {} is not among the last {} started", ticket, Backend::kDownloadSlots);
+  return static_cast<int>(ticket % Backend::kDownloadSlots);
 }
 
 std::unique_ptr<Backend> make_backend(Device device, int threads, bool map_weights) {

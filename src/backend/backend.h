@@ -1,6 +1,7 @@
 // The device interface every model is written against: memory, synchronisation and the ops.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -134,6 +135,16 @@ class Backend {
   virtual void copy_to_host(void* dst, const void* src, size_t bytes) = 0;
   // Copies between two buffers of this device.
   virtual void copy_on_device(void* dst, const void* src, size_t bytes) = 0;
+  // Whether ops return before the device has run them (a GPU's stream): the host can then queue
+  // the next forward while it waits for the last one's token.
+  virtual bool queues_work() const { return false; }
+  // A download of at most kMaxDownload bytes that does not wait: it copies `src` once the work
+  // queued before it has run and returns a ticket; finish_download(ticket, dst) waits for that
+  // copy and writes its bytes to dst. At most kDownloadSlots downloads may be unfinished.
+  static constexpr size_t kMaxDownload = 64;
+  static constexpr int kDownloadSlots = 4;
+  virtual uint64_t start_download(const void* src, size_t bytes) = 0;
+  virtual void finish_download(uint64_t ticket, void* dst) = 0;
   // Makes a host weight (for example a memory-mapped safetensors tensor) usable by the ops.
   // The CPU backend returns the same view (no copy); a GPU backend uploads into `storage`, in a
   // layout of its own where its kernels want one (CUDA: int8/int4 rows split into codes, then
@@ -300,6 +311,21 @@ class Backend {
   // Each row's result is independent of the other rows (batch invariance).
   virtual void attention(const Tensor& q, int n_heads, const KvLayerView& cache,
                          const AttentionRows& rows, float scale, Tensor& out) = 0;
+};
+
+// The tickets of Backend::start_download: ticket t uses slot t % kDownloadSlots and stays valid
+// until kDownloadSlots later downloads have started.
+class DownloadTickets {
+ public:
+  // A new ticket for a download of `bytes`; its slot is slot(ticket).
+  uint64_t start(size_t bytes);
+  // The slot of a valid ticket, and the size of its download.
+  int slot(uint64_t ticket) const;
+  size_t bytes(uint64_t ticket) const { return bytes_[slot(ticket)]; }
+
+ private:
+  uint64_t next_ = 0;
+  std::array<size_t, Backend::kDownloadSlots> bytes_{};
 };
 
 // Rows up to which matmul uses the batch-invariant small-batch kernels.

@@ -17,6 +17,7 @@ Generator::Generator(Transformer& model, KvCache& kv, Drafter* drafter,
       drafter_(drafter),
       draft_length_(draft_length),
       slot_(slot),
+      queued_(model.backend().queues_work()),
       verifier_(model.config().vocab_size),
       prompt_history_(model.config().vocab_size),
       output_history_(model.config().vocab_size),
@@ -117,6 +118,51 @@ void Generator::verify_fetched(const SamplingParams& params, int64_t position) {
   }
 }
 
+bool Generator::queues_plain(const SamplingParams& params) const {
+  return queued_ && drafter_ == nullptr && !params.has_penalties() &&
+         (params.greedy() || model_.backend().samples_on_device());
+}
+
+void Generator::decode_queued(int remaining, const SamplingParams& params,
+                              const std::function<bool(int32_t)>& emit, GenerationStats& stats) {
+  Backend& backend = model_.backend();
+  const int n = static_cast<int>(context_.size());  // context_.back() is not in the cache yet
+  Tensor ids = ids_buffer_.view(DType::kI32, 1, 1);
+  // Forward `step` reads the token at position n - 1 + step: context_.back() for step 0, else
+  // the token the forward before chose, still on the device. Returns its token's download.
+  auto queue = [&](int step) {
+    positions_[0] = n - 1 + step;
+    ForwardBatch batch{1, &context_.back(), positions_.data(), slots_.data()};
+    if (step > 0) batch.device_tokens = ids.ptr<const int32_t>();
+    Tensor logits = model_.forward(batch, kv_);
+    if (params.greedy()) {
+      backend.argmax_rows(logits, ids);
+    } else {
+      row_sampling_[0] = device_draw(params, n + step, RandomPurpose::kSample);
+      const bool drawn = backend.sample_rows(
+          logits, std::span<const RowSampling>(row_sampling_.data(), 1), ids, nullptr);
+      SPECD_CHECK(drawn, "queued decoding needs tokens drawn on the device");
+    }
+    return backend.start_download(ids.data, sizeof(int32_t));
+  };
+  uint64_t tickets[2] = {queue(0), 0};
+  int queued = 1;
+  for (int step = 0; step < remaining; ++step) {
+    const double start = now_seconds();
+    if (queued < remaining) {
+      tickets[queued % 2] = queue(queued);
+      ++queued;
+    }
+    int32_t token = 0;
+    backend.finish_download(tickets[step % 2], &token);
+    SPECD_CHECK(token >= 0, "no token has a finite logit");
+    kv_.set_length(slot_, n + step);
+    stats.rounds += 1;
+    stats.verify_seconds += now_seconds() - start;
+    if (!emit(token)) break;
+  }
+}
+
 GenerationResult Generator::generate(const GenerateRequest& request,
                                      const TokenCallback& on_token) {
   validate_sampling_params(request.sampling);
@@ -174,6 +220,10 @@ GenerationResult Generator::generate(const GenerateRequest& request,
   double decode_start = now_seconds();
   stats.sample_seconds += decode_start - t0;
   bool running = emit(verdict_.emitted[0]);
+  if (running && queues_plain(params)) {
+    decode_queued(request.max_tokens - static_cast<int>(result.tokens.size()), params, emit, stats);
+    running = false;
+  }
 
   while (running) {
     // context_ = committed tokens; the last one is not in the target cache yet.

@@ -30,6 +30,12 @@ class Generator {
   // instead of inside its decode. The slot must be free. Does nothing on other backends.
   void warm_up();
 
+  // Plain decoding (no drafter, no penalties, tokens chosen on the device) queues each forward
+  // before the host has read the token of the one before: the device feeds that token in, and
+  // the host's wait overlaps the next forward. On by default where the backend queues work
+  // (Backend::queues_work); a stop token then leaves one forward's work unused.
+  void set_queued_decoding(bool on) { queued_ = on; }
+
   // Runs the prompt through the model into the cache (chunks of the model's max rows) and
   // returns the last row's logits. Sets the slot's KV length to the prompt length.
   Tensor prefill(const std::vector<int32_t>& prompt);
@@ -42,12 +48,18 @@ class Generator {
   // where the backend samples; else the logit rows.
   void fetch_for_verify(const Tensor& logits, const SamplingParams& params, int64_t position);
   void verify_fetched(const SamplingParams& params, int64_t position);
+  bool queues_plain(const SamplingParams& params) const;
+  // The rest of a plain decode with queued forwards: up to `remaining` tokens after context_,
+  // each passed to `emit` until it returns false.
+  void decode_queued(int remaining, const SamplingParams& params,
+                     const std::function<bool(int32_t)>& emit, GenerationStats& stats);
 
   Transformer& model_;
   KvCache& kv_;
   Drafter* drafter_;
   DraftLengthOptions draft_length_;
   int slot_;
+  bool queued_;
   Verifier verifier_;
   TokenHistory prompt_history_;
   TokenHistory output_history_;

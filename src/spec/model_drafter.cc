@@ -22,7 +22,7 @@ ModelDrafter::ModelDrafter(Transformer& model, KvCache& kv, int target_vocab, in
       positions_(model.limits().max_rows),
       logits_(model.config().vocab_size),
       scratch_(target_vocab),
-      argmax_buffer_(model.backend().alloc(sizeof(int32_t))),
+      chain_(model.backend().alloc(kSmallBatch * sizeof(int32_t))),
       max_k_(max_k) {
   SPECD_CHECK(max_k >= 0, "draft length must be >= 0");
   cached_.reserve(kv.shape().capacity);
@@ -114,6 +114,57 @@ int32_t ModelDrafter::choose(const float* logits, const SamplingParams& params, 
   return Sampler::sample_from(std::span<const float>(probs, target_vocab_), u);
 }
 
+void ModelDrafter::propose_on_device(Tensor logits, int max_k, const SamplingParams& params,
+                                     int64_t position, const Tensor& q_rows, DraftProposal& out) {
+  Backend& backend = model_.backend();
+  int32_t* chain = static_cast<int32_t*>(chain_.data());
+  for (int j = 0; j < max_k; ++j) {
+    Tensor shared = logits;  // only the columns both vocabularies share
+    shared.cols = usable_vocab_;
+    Tensor id = Tensor::make(chain + j, DType::kI32, 1, 1, backend.device());
+    if (q_rows.data == nullptr) {
+      backend.argmax_rows(shared, id);
+    } else {
+      Tensor q = q_rows.slice_rows(j, 1);
+      q.cols = usable_vocab_;
+      const RowSampling draw = device_draw(params, position + j, RandomPurpose::kDraft);
+      backend.sample_rows(shared, std::span<const RowSampling>(&draw, 1), id, &q);
+    }
+    if (j + 1 == max_k) break;
+    ForwardBatch batch{1, nullptr, positions_.data()};
+    batch.device_tokens = chain + j;
+    positions_[0] = static_cast<int32_t>(position + j);
+    logits = model_.forward(batch, kv_);
+  }
+  out.tokens.resize(max_k);
+  backend.copy_to_host(out.tokens.data(), chain, max_k * sizeof(int32_t));
+  for (int32_t token : out.tokens) {
+    SPECD_CHECK(token >= 0, "no token has a finite logit");
+  }
+  cached_.insert(cached_.end(), out.tokens.begin(), out.tokens.end() - 1);
+  kv_.set_length(0, static_cast<int>(cached_.size()));
+}
+
+void ModelDrafter::propose_on_host(Tensor logits, int max_k, const SamplingParams& params,
+                                   int64_t position, DraftProposal& out) {
+  for (int j = 0; j < max_k; ++j) {
+    float top_prob = 1.0f;
+    model_.backend().copy_to_host(logits_.data(), logits.data, logits_.size() * sizeof(float));
+    float* probs =
+        out.sampled ? out.probs.data() + static_cast<size_t>(j) * target_vocab_ : scratch_.data();
+    const int32_t token = choose(logits_.data(), params, position, probs, &top_prob);
+    if (j > 0 && top_prob < p_min_) break;
+    out.tokens.push_back(token);
+    if (j + 1 == max_k) break;
+    ForwardBatch batch{1, &token, positions_.data()};
+    positions_[0] = static_cast<int32_t>(position);
+    logits = model_.forward(batch, kv_);
+    cached_.push_back(token);
+    kv_.set_length(0, static_cast<int>(cached_.size()));
+    ++position;
+  }
+}
+
 void ModelDrafter::propose(std::span<const int32_t> context, int max_k,
                            const SamplingParams& params, DraftProposal& out) {
   double start = now_seconds();
@@ -129,8 +180,8 @@ void ModelDrafter::propose(std::span<const int32_t> context, int max_k,
   out.prefill_seconds = 0;
   Tensor logits = catch_up(context, &out.prefill_seconds);
   int64_t position = static_cast<int64_t>(context.size());  // where the next draft token sits
-  // Greedy drafting without the confidence stop picks tokens on the device: one id crosses to
-  // the host per draft token instead of a logits row.
+  // Greedy drafting without the confidence stop picks tokens on the device, each feeding the
+  // next step there: the k ids cross to the host once, instead of a logits row per token.
   const bool device_argmax = !out.sampled && p_min_ <= 0;
   // Sampled drafting where the target verifies on this device draws there too and leaves q there.
   Backend& backend = model_.backend();
@@ -138,40 +189,10 @@ void ModelDrafter::propose(std::span<const int32_t> context, int max_k,
                         q_rows_.data() != nullptr && max_k <= max_k_ &&
                         out.verify_device == backend.device();
   const Tensor q_rows = device_q ? q_rows_.view(DType::kF32, max_k, target_vocab_) : Tensor{};
-  for (int j = 0; j < max_k; ++j) {
-    int32_t token = 0;
-    float top_prob = 1.0f;
-    if (device_argmax) {
-      Tensor shared = logits;  // only the columns both vocabularies share
-      shared.cols = usable_vocab_;
-      Tensor id = argmax_buffer_.view(DType::kI32, 1, 1);
-      backend.argmax_rows(shared, id);
-      backend.copy_to_host(&token, id.data, sizeof(int32_t));
-    } else if (device_q) {
-      Tensor shared = logits;
-      shared.cols = usable_vocab_;
-      Tensor id = argmax_buffer_.view(DType::kI32, 1, 1);
-      Tensor q = q_rows.slice_rows(j, 1);
-      q.cols = usable_vocab_;
-      const RowSampling draw = device_draw(params, position, RandomPurpose::kDraft);
-      backend.sample_rows(shared, std::span<const RowSampling>(&draw, 1), id, &q);
-      backend.copy_to_host(&token, id.data, sizeof(int32_t));
-      SPECD_CHECK(token >= 0, "no token has a finite logit");
-    } else {
-      backend.copy_to_host(logits_.data(), logits.data, logits_.size() * sizeof(float));
-      float* probs =
-          out.sampled ? out.probs.data() + static_cast<size_t>(j) * target_vocab_ : scratch_.data();
-      token = choose(logits_.data(), params, position, probs, &top_prob);
-    }
-    if (j > 0 && top_prob < p_min_) break;
-    out.tokens.push_back(token);
-    if (j + 1 == max_k) break;
-    ForwardBatch batch{1, &token, positions_.data()};
-    positions_[0] = static_cast<int32_t>(position);
-    logits = model_.forward(batch, kv_);
-    cached_.push_back(token);
-    kv_.set_length(0, static_cast<int>(cached_.size()));
-    ++position;
+  if ((device_argmax || device_q) && max_k <= kSmallBatch) {
+    propose_on_device(logits, max_k, params, position, q_rows, out);
+  } else {
+    propose_on_host(logits, max_k, params, position, out);
   }
   if (device_q) out.device_probs = q_rows.slice_rows(0, static_cast<int64_t>(out.tokens.size()));
   out.seconds = now_seconds() - start;

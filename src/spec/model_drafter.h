@@ -32,6 +32,14 @@ class ModelDrafter final : public Drafter {
   // the tokens to `cached_`; returns the logits of the last row when `logits_of_last`.
   Tensor forward_rows(std::span<const int32_t> context, size_t begin, size_t end, size_t chunk,
                       bool logits_of_last);
+  // The draft steps where tokens are chosen on the device (greedy, or sampled with q left in
+  // `q_rows`): each step's token feeds the next forward there, and the host waits once, for all
+  // max_k tokens (at most kSmallBatch).
+  void propose_on_device(Tensor logits, int max_k, const SamplingParams& params, int64_t position,
+                         const Tensor& q_rows, DraftProposal& out);
+  // The draft steps that choose tokens on the host from each step's logits row.
+  void propose_on_host(Tensor logits, int max_k, const SamplingParams& params, int64_t position,
+                       DraftProposal& out);
   // Picks the next draft token from `logits`; writes q into `probs` ([vocab]) when sampling.
   int32_t choose(const float* logits, const SamplingParams& params, int64_t position, float* probs,
                  float* top_prob);
@@ -46,7 +54,7 @@ class ModelDrafter final : public Drafter {
   std::vector<int32_t> positions_;  // [max_rows] scratch
   std::vector<float> logits_;       // [draft vocab] host copy
   std::vector<float> scratch_;      // [target vocab] probabilities
-  DeviceBuffer argmax_buffer_;      // [1] i32 on the draft's device: greedy and sampled drafts
+  DeviceBuffer chain_;              // [kSmallBatch] i32 on the draft's device: drafts chosen there
   DeviceBuffer q_rows_;  // [max_k, target vocab] f32 on a sampling device: q of sampled drafts
   int max_k_;
 };

@@ -90,21 +90,6 @@ INSTANTIATE_TEST_SUITE_P(Pairs, Lossless,
                            return std::get<0>(info.param) + "_with_" + std::get<1>(info.param);
                          });
 
-// Bytes of K and V entries [0, length) of every layer.
-std::vector<uint8_t> cache_bytes(Loaded& m, int length) {
-  std::vector<uint8_t> out;
-  for (int l = 0; l < m.kv->shape().n_layers; ++l) {
-    KvLayerView view = m.kv->layer(l);
-    size_t bytes =
-        static_cast<size_t>(length) * view.n_kv_heads * view.head_dim * dtype_size(view.dtype);
-    for (const void* base : {view.k, view.v}) {
-      out.resize(out.size() + bytes);
-      m.backend->copy_to_host(out.data() + out.size() - bytes, base, bytes);
-    }
-  }
-  return out;
-}
-
 TEST(SpeculativeCaches, EqualAPlainRunAfterRejections) {
   Loaded target(kGolden + "qwen3_f32"), draft(kGolden + "llama_gqa_f32", kCapacity + kSmallBatch);
   Loaded plain_target(kGolden + "qwen3_f32"), plain_draft(kGolden + "llama_gqa_f32");
@@ -119,7 +104,7 @@ TEST(SpeculativeCaches, EqualAPlainRunAfterRejections) {
   ASSERT_EQ(result.tokens, plain_result.tokens);
   int committed = std::min(target.kv->length(0), plain_target.kv->length(0));
   EXPECT_GE(committed, static_cast<int>(request.prompt.size() + 90));
-  EXPECT_TRUE(cache_bytes(target, committed) == cache_bytes(plain_target, committed));
+  EXPECT_TRUE(target.cache_bytes(committed) == plain_target.cache_bytes(committed));
 
   // The draft cache: prefill of the prompt, then one row per token, as plain decoding does.
   std::vector<int32_t> sequence = request.prompt;
@@ -132,7 +117,7 @@ TEST(SpeculativeCaches, EqualAPlainRunAfterRejections) {
     ForwardBatch row{1, &sequence[pos], &pos};
     plain_draft.model->forward(row, *plain_draft.kv);
   }
-  EXPECT_TRUE(cache_bytes(draft, draft_len) == cache_bytes(plain_draft, draft_len));
+  EXPECT_TRUE(draft.cache_bytes(draft_len) == plain_draft.cache_bytes(draft_len));
 }
 
 TEST(SpeculativeEdges, StopTokenInsideAnAcceptedDraft) {

@@ -1,8 +1,11 @@
-// A model directory loaded for tests: config, mapped weights, backend (SPECD_TEST_DEVICE), transformer and cache.
+// A model directory loaded for tests: config, mapped weights, backend (SPECD_TEST_DEVICE),
+// transformer and cache.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "io/tensor_store.h"
 #include "kv/kv_cache.h"
@@ -31,6 +34,21 @@ struct TestModel {
         *backend, config, store, TransformerLimits{max_rows, kSmallBatch, capacity}, quant);
     kv = std::make_unique<KvCache>(*backend, KvCacheShape{config.n_layers, config.n_kv_heads,
                                                           config.head_dim, 1, capacity, kv_dtype});
+  }
+
+  // Bytes of K and V entries [0, length) of every layer (slot 0).
+  std::vector<uint8_t> cache_bytes(int length) const {
+    std::vector<uint8_t> out;
+    for (int l = 0; l < kv->shape().n_layers; ++l) {
+      KvLayerView view = kv->layer(l);
+      size_t bytes =
+          static_cast<size_t>(length) * view.n_kv_heads * view.head_dim * dtype_size(view.dtype);
+      for (const void* base : {view.k, view.v}) {
+        out.resize(out.size() + bytes);
+        backend->copy_to_host(out.data() + out.size() - bytes, base, bytes);
+      }
+    }
+    return out;
   }
 };
 

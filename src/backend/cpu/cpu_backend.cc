@@ -110,6 +110,17 @@ void CpuBackend::copy_to_host(void* dst, const void* src, size_t bytes) {
   if (bytes != 0) std::memcpy(dst, src, bytes);
 }
 
+uint64_t CpuBackend::start_download(const void* src, size_t bytes) {
+  const uint64_t ticket = download_tickets_.start(bytes);
+  if (bytes != 0) std::memcpy(downloads_[download_tickets_.slot(ticket)].data(), src, bytes);
+  return ticket;
+}
+
+void CpuBackend::finish_download(uint64_t ticket, void* dst) {
+  const size_t bytes = download_tickets_.bytes(ticket);
+  if (bytes != 0) std::memcpy(dst, downloads_[download_tickets_.slot(ticket)].data(), bytes);
+}
+
 double CpuBackend::measure_bandwidth() { return measure_read_bandwidth(pool_->size()); }
 
 void CpuBackend::copy_on_device(void* dst, const void* src, size_t bytes) {

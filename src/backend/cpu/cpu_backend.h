@@ -1,6 +1,8 @@
 // The CPU backend: host memory, Highway kernels and OpenBLAS, parallelised with a ThreadPool.
 #pragma once
 
+#include <array>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -37,6 +39,8 @@ class CpuBackend final : public Backend {
   void copy_to_device(void* dst, const void* src, size_t bytes) override;
   void copy_to_host(void* dst, const void* src, size_t bytes) override;
   void copy_on_device(void* dst, const void* src, size_t bytes) override;
+  uint64_t start_download(const void* src, size_t bytes) override;  // copies at once
+  void finish_download(uint64_t ticket, void* dst) override;
   Tensor place_weight(const Tensor& host, DeviceBuffer* storage) override;
   void synchronize() override {}
   double measure_bandwidth() override;
@@ -71,6 +75,9 @@ class CpuBackend final : public Backend {
   // share per thread: on tiny models, chunks taken in turn cost more than they balance).
   template <typename Fn>
   void run_columns(int64_t n, int64_t work, const Fn& fn);
+
+  DownloadTickets download_tickets_;
+  std::array<std::array<std::byte, kMaxDownload>, kDownloadSlots> downloads_{};
 
   // Per-thread buffers, grown (never shrunk) on the calling thread before a parallel loop, so
   // steady-state calls allocate nothing.

@@ -99,6 +99,13 @@ CudaBackend::CudaBackend(int device_index) : index_(device_index) {
   prefill_attention_ = env_switch("SPECD_PREFILL_ATTENTION");
   early_attention_ = env_switch("SPECD_CUDA_EARLY_ATTENTION");
   fuse_rope_ = env_switch("SPECD_CUDA_FUSE_ROPE");
+  queue_work_ = env_switch("SPECD_CUDA_QUEUE");
+  void* pinned = nullptr;
+  check(cudaMallocHost(&pinned, kDownloadSlots * kMaxDownload), "cudaMallocHost (downloads)");
+  downloads_ = static_cast<std::byte*>(pinned);
+  for (CUevent_st*& event : download_done_) {
+    check(cudaEventCreateWithFlags(&event, cudaEventDisableTiming), "cudaEventCreate");
+  }
 #if SPECD_WITH_CUBLASLT
   if (env_switch("SPECD_CUBLASLT")) lt_ = std::make_unique<cuda::LtGemm>();
 #endif
@@ -116,6 +123,10 @@ CudaBackend::~CudaBackend() {
   for (Scratch& s : scratch_) {
     if (s.data != nullptr) cudaFree(s.data);
   }
+  for (CUevent_st* event : download_done_) {
+    if (event != nullptr) cudaEventDestroy(event);
+  }
+  if (downloads_ != nullptr) cudaFreeHost(downloads_);
   cudaStreamDestroy(stream_);
 }
 
@@ -161,6 +172,25 @@ void CudaBackend::copy_on_device(void* dst, const void* src, size_t bytes) {
   if (bytes == 0) return;
   check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_),
         "cudaMemcpyAsync (device)");
+}
+
+uint64_t CudaBackend::start_download(const void* src, size_t bytes) {
+  const uint64_t ticket = download_tickets_.start(bytes);
+  const int slot = download_tickets_.slot(ticket);
+  if (bytes != 0) {
+    check(cudaMemcpyAsync(downloads_ + slot * kMaxDownload, src, bytes, cudaMemcpyDeviceToHost,
+                          stream_),
+          "cudaMemcpyAsync (download)");
+  }
+  check(cudaEventRecord(download_done_[slot], stream_), "cudaEventRecord (download)");
+  return ticket;
+}
+
+void CudaBackend::finish_download(uint64_t ticket, void* dst) {
+  const int slot = download_tickets_.slot(ticket);
+  check(cudaEventSynchronize(download_done_[slot]), "cudaEventSynchronize (download)");
+  const size_t bytes = download_tickets_.bytes(ticket);
+  if (bytes != 0) std::memcpy(dst, downloads_ + slot * kMaxDownload, bytes);
 }
 
 bool CudaBackend::supports_weights(DType dtype) const {

@@ -17,6 +17,7 @@ struct NormIn;
 class LtGemm;
 }  // namespace specd::cuda
 struct CUgraphExec_st;
+struct CUevent_st;
 
 namespace specd {
 
@@ -37,6 +38,10 @@ class CudaBackend final : public Backend {
   void copy_to_device(void* dst, const void* src, size_t bytes) override;
   void copy_to_host(void* dst, const void* src, size_t bytes) override;
   void copy_on_device(void* dst, const void* src, size_t bytes) override;
+  bool queues_work() const override { return queue_work_; }
+  // Into pinned host memory, then an event; finish_download waits for the event.
+  uint64_t start_download(const void* src, size_t bytes) override;
+  void finish_download(uint64_t ticket, void* dst) override;
   Tensor place_weight(const Tensor& host, DeviceBuffer* storage) override;
   bool supports_weights(DType dtype) const override;  // float, int8/int4 and GGUF blocks
   void synchronize() override;
@@ -158,6 +163,12 @@ class CudaBackend final : public Backend {
   bool early_attention_ = true;
   // SPECD_CUDA_FUSE_ROPE=0: q/k/v products, then rope_store_kv as its own kernel
   bool fuse_rope_ = true;
+  // SPECD_CUDA_QUEUE=0: queues_work() is false (the host waits for each token of plain decoding
+  // before it queues the next forward)
+  bool queue_work_ = true;
+  DownloadTickets download_tickets_;
+  std::byte* downloads_ = nullptr;  // [kDownloadSlots, kMaxDownload] pinned host memory
+  CUevent_st* download_done_[kDownloadSlots] = {};
   bool capturing_ = false;
   int recordings_ = 0;
   struct Scratch {
