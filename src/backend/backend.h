@@ -75,6 +75,9 @@ struct AttentionRows {
   // arrays) while that op still runs (the transformer's rope_store_kv or qkv_rope_store_kv,
   // then attention).
   bool settled = false;
+  // The weight of the matmul that reads `out` right after attention, with no op in between
+  // (the o projection), or nullptr: a backend may also write out in the form that matmul reads.
+  const Tensor* reader = nullptr;
 };
 
 // How sample_rows draws the token of one logits row: Sampler::distribution's settings (the

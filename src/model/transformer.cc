@@ -210,6 +210,7 @@ Tensor Transformer::forward(const ForwardBatch& batch, KvCache& kv) {
       AttentionRows layer_rows = rows;
       layer_rows.window = sliding ? c.sliding_window : 0;
       layer_rows.settled = true;  // the op just before wrote only these rows' K/V
+      layer_rows.reader = &w.wo;
       backend_.attention(q, c.n_heads, cache, layer_rows, scale, attn);
       FoldedNorm post_norm = folded(w.post_norm, w.w_gate);
       if (c.gemma_norms) {  // x += norm(attn · woᵀ)

@@ -1,11 +1,13 @@
 // The CUDA kernels of the load-time formats (int8, int4) against the double reference: small-M
 // matmul (M = 1..16, bit-exact batch invariance, grouped launches; on the tensor-core kernel and,
 // with SPECD_CUDA_INT_MMA=0 set before the backend is made, on the CUDA-core one), the prefill path
-// through bf16 slabs, and embedding rows of a quantised table. Skips without a CUDA backend or GPU.
+// through bf16 slabs, embedding rows of a quantised table, and attention writing the x parts of
+// the int8/int4 matmul that reads it. Skips without a CUDA backend or GPU.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdlib>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -70,6 +72,64 @@ TEST_F(CudaIntQuant, GatedMatmulEqualsGateThenMatmul) {
   for (DType dtype : kFormats) {
     for (auto [k, n] : std::vector<std::pair<int64_t, int64_t>>{{1024, 96}, {384, 37}}) {
       expect_gated_equals_separate(random_int_quant(dtype, n, k, 62).view);
+    }
+  }
+}
+
+// Attention told that an int8/int4 matmul reads its output next (AttentionRows::reader, head dim
+// 128) writes that matmul's x parts itself: the output and the product have the bits of attention
+// then the matmul's own quantisation, for 1 to 16 rows, and a matmul of another weight or other
+// x right after it quantises its own x.
+TEST_F(CudaIntQuant, AttentionWritesItsReadersXParts) {
+  const int n_heads = 8, kv_heads = 2, head_dim = 128, capacity = 64;
+  const int64_t q_dim = n_heads * head_dim, kv_dim = kv_heads * head_dim, n = 96;
+  HostTensor cache = HostTensor(DType::kBF16, capacity, kv_dim).random(70, -2.0f, 2.0f);
+  const Tensor kc = upload(cache), vc = upload(cache.clone().random(71, -2.0f, 2.0f));
+  const KvLayerView view{kc.data, vc.data,           DType::kBF16, capacity,
+                         1,       capacity * kv_dim, kv_heads,     head_dim};
+  std::vector<int32_t> index(kSmallBatch), slots(kSmallBatch, 0);
+  for (int i = 0; i < kSmallBatch; ++i) index[i] = 30 + 2 * i;
+  for (DType dtype : kFormats) {
+    const Tensor w = upload_weight(random_int_quant(dtype, n, q_dim, 72).view);
+    const Tensor other = upload_weight(random_int_quant(dtype, n, q_dim, 73).view);
+    for (int64_t m = 1; m <= kSmallBatch; ++m) {
+      const std::string what = std::string(dtype_name(dtype)) + " M=" + std::to_string(m);
+      AttentionRows rows;
+      rows.count = m;
+      rows.slots = upload(backend_test::i32_vector({slots.begin(), slots.begin() + m}));
+      rows.cache_index = rows.positions =
+          upload(backend_test::i32_vector({index.begin(), index.begin() + m}));
+      const HostTensor q_host = HostTensor(DType::kF32, m, q_dim).random(74 + m, -3.0f, 3.0f);
+      const Tensor q = upload(q_host);
+      HostTensor out_host(DType::kF32, m, q_dim), y_host(DType::kF32, m, n);
+      // Path 0: attention writes w's x parts; path 1: the matmul quantises attention's output.
+      HostTensor out[2], y[2], y_other[2];
+      for (int path = 0; path < 2; ++path) {
+        AttentionRows r = rows;
+        r.reader = path == 0 ? &w : nullptr;
+        Tensor dout = upload(out_host), dy = upload(y_host), dother = upload(y_host);
+        backend_->attention(q, n_heads, view, r, 0.08f, dout);
+        backend_->matmul(dout, w, nullptr, dy, false);
+        backend_->attention(q, n_heads, view, r, 0.08f, dout);
+        backend_->matmul(dout, other, nullptr, dother, false);
+        out[path] = download(dout, out_host);
+        y[path] = download(dy, y_host);
+        y_other[path] = download(dother, y_host);
+      }
+      EXPECT_TRUE(backend_test::same_tensor(out[0], out[1])) << what;
+      EXPECT_TRUE(backend_test::same_tensor(y[0], y[1])) << what;
+      EXPECT_TRUE(backend_test::same_tensor(y_other[0], y_other[1])) << what;
+      // Other x right after attention: quantised by the matmul (the attention output is not q).
+      AttentionRows r = rows;
+      r.reader = &w;
+      Tensor dout = upload(out_host), dy = upload(y_host);
+      backend_->attention(q, n_heads, view, r, 0.08f, dout);
+      backend_->matmul(q, w, nullptr, dy, false);
+      HostTensor want = y_host.clone();
+      reference::matmul(q_host.t(), random_int_quant(dtype, n, q_dim, 72).view, nullptr, want.t(),
+                        false);
+      EXPECT_LE(backend_test::max_rel_error(download(dy, y_host).t(), want.t()), kSmallTolerance)
+          << what;
     }
   }
 }

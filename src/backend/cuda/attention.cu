@@ -18,6 +18,7 @@
 #include <type_traits>
 
 #include "backend/cuda/device.cuh"
+#include "backend/cuda/int_x.cuh"
 
 namespace specd::cuda {
 namespace {
@@ -309,6 +310,51 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// Writes row m's head `head` (head_dim 128: one block; thread d holds element d) as the int8/int4
+// matmul's x parts, with quantize_x_kernel's arithmetic, so the bits are those it would write.
+__device__ void quantize_head(const AttentionArgs& a, int64_t m, int head, float value) {
+  __shared__ float warp_max[int_x::kBlockK / 32];
+  __shared__ int warp_finite[int_x::kBlockK / 32], warp_a[int_x::kBlockK / 32],
+      warp_b[int_x::kBlockK / 32];
+  const int d = threadIdx.x, lane = d % 32, warp = d / 32;
+  float amax = fabsf(value);
+  for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(~0u, amax, o));
+  const bool finite = __all_sync(~0u, isfinite(value));
+  if (lane == 0) {
+    warp_max[warp] = amax;
+    warp_finite[warp] = finite;
+  }
+  __syncthreads();
+  bool all_finite = true;
+  for (int w = 0; w < int_x::kBlockK / 32; ++w) {
+    amax = fmaxf(amax, warp_max[w]);
+    all_finite = all_finite && warp_finite[w] != 0;
+  }
+  int qa, qb;
+  int_x::element_parts(value, int_x::block_inverse(amax, all_finite), qa, qb);
+  const int_x::XQuant q = int_x::x_quant_view(a.x_int8, a.m, int64_t{a.n_heads} * int_x::kBlockK);
+  const int64_t item = m * q.n_blocks + head;
+  q.codes[item * int_x::kXBlockBytes + d] = static_cast<int8_t>(qa);
+  q.codes[item * int_x::kXBlockBytes + int_x::kBlockK + d] = static_cast<int8_t>(qb);
+  for (int o = 16; o > 0; o >>= 1) {
+    qa += __shfl_xor_sync(~0u, qa, o);
+    qb += __shfl_xor_sync(~0u, qb, o);
+  }
+  if (lane == 0) {
+    warp_a[warp] = qa;
+    warp_b[warp] = qb;
+  }
+  __syncthreads();
+  if (d == 0) {
+    int sum_a = 0, sum_b = 0;
+    for (int w = 0; w < int_x::kBlockK / 32; ++w) {
+      sum_a += warp_a[w];
+      sum_b += warp_b[w];
+    }
+    q.scales[item] = int_x::block_scales(amax, all_finite, sum_a, sum_b);
+  }
+}
+
 // out[m, head] = sum over chunks of exp(max_c - max) acc_c / sum over chunks of exp(max_c - max)
 // sum_c. Every warp derives the chunk weights itself (lane c holds chunk c), so no barrier.
 __global__ void attention_combine_kernel(AttentionArgs a, int64_t n_chunks, const float* partials) {
@@ -342,7 +388,9 @@ __global__ void attention_combine_kernel(AttentionArgs a, int64_t n_chunks, cons
     const float w = __shfl_sync(0xffffffffu, weight, c);
     if (w != 0.0f && d < hd) num = fmaf(w, acc[c], num);
   }
-  if (d < hd) a.out[m * a.out_stride + static_cast<int64_t>(head) * hd + d] = num / den;
+  const float value = num / den;
+  if (d < hd) a.out[m * a.out_stride + static_cast<int64_t>(head) * hd + d] = value;
+  if (a.x_int8 != nullptr) quantize_head(a, m, head, value);
 }
 
 template <typename T, int kHeads>
@@ -416,6 +464,9 @@ void attention(const AttentionArgs& a, float* partials, cudaStream_t stream) {
       break;
     default:
       launch_chunks<float>(a, heads, grid, shared, chunk, n_chunks, partials, stream);
+  }
+  if (a.x_int8 != nullptr && a.cache.head_dim != int_x::kBlockK) {
+    fail_message("cuda attention: int8 x parts need head dim 128");
   }
   const unsigned combine_threads = static_cast<unsigned>((a.cache.head_dim + 31) / 32 * 32);
   Launch combine(dim3(static_cast<unsigned>(a.m), a.n_heads), dim3(combine_threads), 0, stream);

@@ -366,6 +366,7 @@ cuda::MatmulGroup CudaBackend::make_group(const Tensor& x, std::span<const Matmu
 void CudaBackend::run_matmuls(const Tensor& x, std::span<const MatmulPart> parts, bool accumulate) {
   const cuda::MatmulGroup group = make_group(x, parts, accumulate);
   const int64_t m = x.rows;
+  if (m > kSmallBatch) int_x_ready_ = {};
   if (m == 0) return;
   bool same_weights = true;  // one launch needs one weight dtype
   for (int p = 1; p < group.count; ++p) {
@@ -498,9 +499,14 @@ void CudaBackend::run_small(const cuda::MatmulGroup& group) {
     s.partials = static_cast<float*>(scratch(kPartials, s.partial_floats * 4));
     s.tickets = static_cast<unsigned*>(scratch(kTickets, static_cast<size_t>(plan.tiles) * 4));
   }
-  if (cuda::int_quant_dtype(group.part[0].w_dtype)) {
-    s.x_int8 = scratch(kIntX, cuda::small_int_x_bytes(group.part[0].m, group.part[0].k));
+  const cuda::MatmulArgs& a = group.part[0];
+  if (cuda::int_quant_dtype(a.w_dtype)) {
+    s.x_int8 = scratch(kIntX, cuda::small_int_x_bytes(a.m, a.k));
+    const IntXReady& r = int_x_ready_;
+    s.x_int8_ready = group.count == 1 && a.gate == nullptr && r.x == a.x && r.w == a.w &&
+                     r.m == a.m && r.k == a.k;
   }
+  int_x_ready_ = {};
   cuda::matmul_small(group, plan, s, stream_);
 }
 
@@ -635,6 +641,7 @@ void CudaBackend::qk_norm_rope_store_kv(Tensor& q, Tensor& k, const Tensor& v, c
 
 void CudaBackend::attention(const Tensor& q, int n_heads, const KvLayerView& cache,
                             const AttentionRows& rows, float scale, Tensor& out) {
+  int_x_ready_ = {};
   check_device("attention", index_, {&q, &out, &rows.slots});
   if (rows.window > 0) check_device("attention", index_, {&rows.positions});
   op_checks::attention(q, n_heads, cache, rows, out, /*read_indices=*/false);
@@ -666,6 +673,16 @@ void CudaBackend::attention(const Tensor& q, int n_heads, const KvLayerView& cac
     return;
   }
   auto* partials = static_cast<float*>(scratch(kAttention, cuda::attention_partial_floats(a) * 4));
+  // The o projection's x parts from the combine kernel (a head is one 128-element block), where
+  // that projection runs on the int8/int4 tensor-core kernel: its quantisation kernel is saved.
+  const Tensor* w = rows.reader;
+  const bool int_reader = w != nullptr && int_mma_ && a.m <= kSmallBatch && w->device == device() &&
+                          cuda::int_quant_dtype(w->dtype) && cache.head_dim == 128 &&
+                          w->cols == out.cols && out.cols == int64_t{n_heads} * 128;
+  if (int_reader) {
+    a.x_int8 = scratch(kIntX, cuda::small_int_x_bytes(a.m, out.cols));
+    int_x_ready_ = {out.data, w->data, a.m, out.cols};
+  }
   cuda::attention(a, partials, stream_);
 }
 

@@ -169,6 +169,14 @@ class CudaBackend final : public Backend {
   DownloadTickets download_tickets_;
   std::byte* downloads_ = nullptr;  // [kDownloadSlots, kMaxDownload] pinned host memory
   CUevent_st* download_done_[kDownloadSlots] = {};
+  // The attention output that attention() also wrote as the int8/int4 x parts of its reader
+  // weight (kIntX scratch); the next small matmul of that x and weight skips its quantisation.
+  struct IntXReady {
+    const void* x = nullptr;
+    const void* w = nullptr;
+    int64_t m = 0, k = 0;
+  };
+  IntXReady int_x_ready_;
   bool capturing_ = false;
   int recordings_ = 0;
   struct Scratch {

@@ -86,7 +86,8 @@ struct MatmulScratch {
   unsigned* tickets = nullptr;  // one counter per output tile, zero between launches
   void* x_bf16 = nullptr;       // GEMM operand copy of x (bf16)
   size_t x_bf16_elems = 0;
-  void* x_int8 = nullptr;  // int8/int4 tensor-core kernels: x as two int8 parts per block
+  void* x_int8 = nullptr;     // int8/int4 tensor-core kernels: x as two int8 parts per block
+  bool x_int8_ready = false;  // x_int8 holds x already (written by the op before: attention)
 };
 
 // Up to 3 matmuls of the same x (and M, K, weight dtype) in one launch, e.g. q/k/v or gate/up.
@@ -299,6 +300,9 @@ struct AttentionArgs {
   // kernel preceding attention, which writes only the rows' entries: blocks may read those, and
   // the index arrays, before waiting for that kernel (AttentionRows::settled).
   bool settled = false;
+  // With head_dim 128 (a head is one 128-element block): out is also written into this scratch
+  // as the int8/int4 tensor-core matmul's x (small_int_x_bytes(m, n_heads * 128)), or nullptr.
+  void* x_int8 = nullptr;
 };
 // Entries per attention split: depends on the cache capacity only (so rows stay invariant).
 int64_t attention_chunk(int64_t capacity);

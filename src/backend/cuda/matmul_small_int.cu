@@ -23,14 +23,17 @@
 // The integer sums are the same and each (row, column) is scaled and added in the same order, so
 // the bits equal those of 5 to 16 rows (SPECD_CUDA_INT_STACK=0 turns it off).
 #include "backend/cuda/int_rows.cuh"
+#include "backend/cuda/int_x.cuh"
 #include "backend/cuda/small_mma.cuh"
 
 namespace specd::cuda::small_mma {
 namespace {
 
-constexpr int kBlockK = 128;
-constexpr int kXBlockBytes = 2 * kBlockK;  // the a and b parts of one block of one x row
-constexpr float kLoScale = 1.0f / 254.0f;
+using int_x::kBlockK;
+using int_x::kLoScale;
+using int_x::kXBlockBytes;
+using int_x::x_quant_view;
+using int_x::XQuant;
 
 template <DType kType>
 struct Format {
@@ -38,19 +41,6 @@ struct Format {
   static constexpr int kCodeBytes = int_code_bytes(kType);
   static constexpr int kWords = kInt8 ? 8 : 4;  // code words per lane and row
 };
-
-// Where the quantised x lives: [m, n_blocks] blocks of kXBlockBytes (a then b, each in k order),
-// then [m, n_blocks] float2 (s, s * sum of a + b / 254).
-struct XQuant {
-  int8_t* codes = nullptr;
-  float2* scales = nullptr;
-  int64_t n_blocks = 0;
-};
-XQuant x_quant_view(void* scratch, int64_t m, int64_t k) {
-  const int64_t n_blocks = k / kBlockK;
-  auto* codes = static_cast<int8_t*>(scratch);
-  return {codes, reinterpret_cast<float2*>(codes + m * n_blocks * kXBlockBytes), n_blocks};
-}
 
 // One warp per (row, block): lane L quantises elements 4L .. 4L + 3 of x (of act(gate) * x when
 // a.gate is set). A block with a NaN or an infinity gets a NaN scale, so the products it enters
@@ -80,18 +70,17 @@ __global__ void __launch_bounds__(256) quantize_x_kernel(MatmulArgs a, XQuant q)
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(~0u, amax, o));
   finite = __all_sync(~0u, finite);
-  float inv = finite && amax > 0.0f ? 127.0f / amax : 0.0f;
-  if (isinf(inv)) inv = 0.0f;  // a subnormal maximum: the block counts as zero
+  const float inv = int_x::block_inverse(amax, finite);
   uint32_t word_a = 0, word_b = 0;
   int sum_a = 0, sum_b = 0;
 #pragma unroll
   for (int e = 0; e < 4; ++e) {
-    const float t = v[e] * inv;
-    const float a = rintf(t), b = rintf((t - a) * 254.0f);
-    word_a |= (static_cast<uint32_t>(static_cast<int>(a)) & 0xFFu) << (8 * e);
-    word_b |= (static_cast<uint32_t>(static_cast<int>(b)) & 0xFFu) << (8 * e);
-    sum_a += static_cast<int>(a);
-    sum_b += static_cast<int>(b);
+    int a, b;
+    int_x::element_parts(v[e], inv, a, b);
+    word_a |= (static_cast<uint32_t>(a) & 0xFFu) << (8 * e);
+    word_b |= (static_cast<uint32_t>(b) & 0xFFu) << (8 * e);
+    sum_a += a;
+    sum_b += b;
   }
   int8_t* out = q.codes + item * kXBlockBytes + 4 * lane;
   *reinterpret_cast<uint32_t*>(out) = word_a;
@@ -101,11 +90,7 @@ __global__ void __launch_bounds__(256) quantize_x_kernel(MatmulArgs a, XQuant q)
     sum_a += __shfl_xor_sync(~0u, sum_a, o);
     sum_b += __shfl_xor_sync(~0u, sum_b, o);
   }
-  if (lane == 0) {
-    const float s = finite ? amax / 127.0f : __int_as_float(0x7FC00000);
-    q.scales[item] = make_float2(
-        s, s * __fmaf_rn(static_cast<float>(sum_b), kLoScale, static_cast<float>(sum_a)));
-  }
+  if (lane == 0) q.scales[item] = int_x::block_scales(amax, finite, sum_a, sum_b);
 }
 
 // d += a (16 x 32 weight codes: s8 for int8, u8 for int4 nibbles) times b (32 x 8 s8 x parts).
@@ -392,9 +377,11 @@ void launch_int(const MatmulGroup& group, const SmallMatmulPlan& plan, const Mat
                 cudaStream_t stream) {
   const MatmulArgs& a = group.part[0];
   const XQuant xq = x_quant_view(scratch.x_int8, a.m, a.k);
-  const int64_t items = a.m * xq.n_blocks;
-  Launch quantize(dim3(static_cast<unsigned>((items + 7) / 8)), dim3(256), 0, stream);
-  check(cudaLaunchKernelEx(&quantize.config, quantize_x_kernel, a, xq), "quantize_x_kernel");
+  if (!scratch.x_int8_ready) {
+    const int64_t items = a.m * xq.n_blocks;
+    Launch quantize(dim3(static_cast<unsigned>((items + 7) / 8)), dim3(256), 0, stream);
+    check(cudaLaunchKernelEx(&quantize.config, quantize_x_kernel, a, xq), "quantize_x_kernel");
+  }
   if (a.w_dtype == DType::kInt8) {
     launch<DType::kInt8>(group, plan, xq, scratch, stream);
   } else {
