@@ -409,15 +409,48 @@ TEST_F(CudaOps, ArgmaxRowsMatchesTheReference) {
   l[3 * vocab + 5] = std::nanf("");
   l[3 * vocab + 77] = 50.0f;
   for (int64_t c = 0; c < vocab; ++c) l[4 * vocab + c] = -INFINITY;
+  l[5 * vocab + vocab - 1] = 200.0f;                  // in the last, partial slice of columns
+  l[6 * vocab + 4095] = l[6 * vocab + 4096] = 90.0f;  // a tie across two slices
   HostTensor ids(DType::kI32, 1, rows), want(DType::kI32, 1, rows);
-  Tensor dids = upload(ids);
-  backend_->argmax_rows(upload(logits), dids);
   reference::argmax_rows(logits.t(), want.t());
-  HostTensor got = download(dids, ids);
-  for (int64_t r = 0; r < rows; ++r) EXPECT_EQ(got.i32()[r], want.i32()[r]) << "row " << r;
   EXPECT_EQ(want.i32()[1], 17);
   EXPECT_EQ(want.i32()[2], 0);
   EXPECT_EQ(want.i32()[3], 77);
+  EXPECT_EQ(want.i32()[5], vocab - 1);
+  EXPECT_EQ(want.i32()[6], 4095);
+  const Tensor dlogits = upload(logits);
+  // Twice (the launches leave their scratch ready for the next), then each row alone, then views
+  // of fewer columns (rows strided past their ends).
+  for (int run = 0; run < 2; ++run) {
+    Tensor dids = upload(ids);
+    backend_->argmax_rows(dlogits, dids);
+    HostTensor got = download(dids, ids);
+    for (int64_t r = 0; r < rows; ++r) {
+      EXPECT_EQ(got.i32()[r], want.i32()[r]) << "run " << run << " row " << r;
+    }
+  }
+  for (int64_t r = 0; r < rows; ++r) {
+    HostTensor one(DType::kI32, 1, 1);
+    Tensor did = upload(one);
+    backend_->argmax_rows(dlogits.slice_rows(r, 1), did);
+    EXPECT_EQ(download(did, one).i32()[0], want.i32()[r]) << "row " << r << " alone";
+  }
+  Tensor narrow = dlogits;
+  narrow.cols = 4097;
+  HostTensor narrow_host = logits.clone();
+  narrow_host.t().cols = 4097;
+  reference::argmax_rows(narrow_host.t(), want.t());
+  Tensor dids = upload(ids);
+  backend_->argmax_rows(narrow, dids);
+  HostTensor got = download(dids, ids);
+  for (int64_t r = 0; r < rows; ++r) EXPECT_EQ(got.i32()[r], want.i32()[r]) << "narrow row " << r;
+  narrow.cols = narrow_host.t().cols = 5000;  // one block a row (a small vocabulary)
+  reference::argmax_rows(narrow_host.t(), want.t());
+  dids = upload(ids);
+  backend_->argmax_rows(narrow, dids);
+  got = download(dids, ids);
+  for (int64_t r = 0; r < rows; ++r)
+    EXPECT_EQ(got.i32()[r], want.i32()[r]) << "5000 cols row " << r;
 }
 
 TEST_F(CudaOps, AttentionMatchesReferenceAndIsInvariant) {

@@ -105,6 +105,7 @@ class CudaBackend final : public Backend {
     kDequant,       // bf16 slab of dequantised int8/int4 weights (prefill)
     kSampling,      // sampling weights
     kIntX,          // x as int8 parts for the int8/int4 tensor-core kernels
+    kArgmax,        // argmax slices' winners and per-row tickets
     kScratchKinds
   };
   // Throws unless every tensor is on cuda:`index`.

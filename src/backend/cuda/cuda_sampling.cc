@@ -12,8 +12,9 @@ void CudaBackend::argmax_rows(const Tensor& logits, Tensor& ids) {
   check_device("argmax_rows", index_, {&logits, &ids});
   op_checks::argmax_rows(logits, ids);
   if (logits.rows == 0) return;
+  void* slices = scratch(kArgmax, cuda::argmax_scratch_bytes(logits.rows, logits.cols));
   cuda::argmax_rows(logits.ptr<const float>(), logits.stride, logits.rows, logits.cols,
-                    ids.ptr<int32_t>(), stream_);
+                    ids.ptr<int32_t>(), slices, stream_);
 }
 
 namespace {

@@ -211,9 +211,11 @@ void store_kv(const float* k, int64_t k_stride, const float* v, int64_t v_stride
               const CacheArgs& cache, const int32_t* slots, const int32_t* cache_index,
               cudaStream_t stream);
 
-// ids[r] = the column of row r's largest logit, as reference::argmax_rows picks it.
+// ids[r] = the column of row r's largest logit, as reference::argmax_rows picks it. `scratch`:
+// argmax_scratch_bytes(rows, cols), zero before the first launch (launches leave it so).
+size_t argmax_scratch_bytes(int64_t rows, int64_t cols);
 void argmax_rows(const float* logits, int64_t stride, int64_t rows, int64_t cols, int32_t* ids,
-                 cudaStream_t stream);
+                 void* scratch, cudaStream_t stream);
 
 // Sampling of logits rows as Sampler::distribution and Sampler::sample_from do it: per row the
 // inverse temperature (0 = greedy: the argmax), top-k (0 = off), top-p (1 = off), min-p (0 = off)

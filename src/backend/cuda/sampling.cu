@@ -1,6 +1,7 @@
 // Device-side token choice: the argmax of each logits row (greedy decoding and verification),
 // and sampling (temperature, top-k, top-p, min-p, then an inverse-CDF draw) as the host's
 // Sampler does it, so that sampled requests copy one token id per row instead of the row.
+#include <algorithm>
 #include <cfloat>
 #include <climits>
 
@@ -26,55 +27,111 @@ __device__ __forceinline__ bool better(float va, int ia, float vb, int ib) {
   return ia < ib;
 }
 
-// The argmax of one row over the block: strided per-thread scans, then a shuffle and a
-// shared-memory reduction. Every thread gets the column.
-__device__ int row_argmax(const float* row, int cols) {
-  __shared__ float warp_v[kThreads / 32];
-  __shared__ int warp_i[kThreads / 32];
-  __shared__ int result;
-  float v = 0.0f;
-  int idx = INT_MAX;  // INT_MAX: nothing seen yet
-#pragma unroll 4
-  for (int c = threadIdx.x; c < cols; c += kThreads) {
-    const float x = row[c];
-    if (idx == INT_MAX || better(x, c, v, idx)) v = x, idx = c;
+// A column of the best logit seen so far (by `better`).
+struct Best {
+  float v;
+  int idx;  // INT_MAX: nothing seen
+};
+
+__device__ __forceinline__ void take(Best& best, float v, int idx) {
+  if (idx != INT_MAX && (best.idx == INT_MAX || better(v, idx, best.v, best.idx))) {
+    best = {v, idx};
   }
-  auto take = [&](float ov, int oi) {
-    if (oi != INT_MAX && (idx == INT_MAX || better(ov, oi, v, idx))) v = ov, idx = oi;
-  };
+}
+
+// The block's best (kBlock threads); every thread gets it.
+template <int kBlock>
+__device__ Best block_best(Best best) {
+  __shared__ Best warp_best[kBlock / 32];
+  __shared__ Best result;
 #pragma unroll
   for (int offset = 16; offset > 0; offset /= 2) {
-    const float ov = __shfl_xor_sync(0xffffffffu, v, offset);
-    const int oi = __shfl_xor_sync(0xffffffffu, idx, offset);
-    take(ov, oi);
+    take(best, __shfl_xor_sync(~0u, best.v, offset), __shfl_xor_sync(~0u, best.idx, offset));
   }
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  if (lane == 0) {
-    warp_v[warp] = v;
-    warp_i[warp] = idx;
-  }
+  if (lane == 0) warp_best[warp] = best;
   __syncthreads();
   if (warp == 0) {
-    v = warp_v[lane];
-    idx = warp_i[lane];
+    best = lane < kBlock / 32 ? warp_best[lane] : Best{0.0f, INT_MAX};
 #pragma unroll
     for (int offset = 16; offset > 0; offset /= 2) {
-      const float ov = __shfl_xor_sync(0xffffffffu, v, offset);
-      const int oi = __shfl_xor_sync(0xffffffffu, idx, offset);
-      take(ov, oi);
+      take(best, __shfl_xor_sync(~0u, best.v, offset), __shfl_xor_sync(~0u, best.idx, offset));
     }
-    if (lane == 0) result = idx;
+    if (lane == 0) result = best;
   }
   __syncthreads();
   return result;
 }
 
+// The argmax of one row over the block: strided per-thread scans, then the block's best. Every
+// thread gets the column.
+__device__ int row_argmax(const float* row, int cols) {
+  Best best{0.0f, INT_MAX};
+#pragma unroll 4
+  for (int c = threadIdx.x; c < cols; c += kThreads) take(best, row[c], c);
+  return block_best<kThreads>(best).idx;
+}
+
+// Rows of up to kOneBlockCols columns: one block per row.
 __global__ void __launch_bounds__(kThreads)
     argmax_kernel(const float* logits, int64_t stride, int cols, int32_t* ids) {
   wait_for_inputs();
   allow_next_kernel();
   const int idx = row_argmax(logits + blockIdx.x * stride, cols);
   if (threadIdx.x == 0) ids[blockIdx.x] = idx;
+}
+constexpr int kOneBlockCols = 8192;
+
+// Longer rows in slices of kSliceCols columns, one block each (a single block took about 25 us
+// for a 128k vocabulary on an H200, bound by one multiprocessor's loads): block (slice, row)
+// writes its slice's best (value, column) to `partials`, and the row's last block to finish (a
+// ticket per row, reset for the next launch) picks among the slices' winners. `better` is a
+// strict total order, so the column is the one a single scan finds.
+constexpr int kSliceThreads = 256;
+constexpr int kSliceCols = 4096;  // 16 columns a thread, loaded at once
+
+__global__ void __launch_bounds__(kSliceThreads)
+    argmax_slices_kernel(const float* logits, int64_t stride, int cols, int32_t* ids,
+                         Best* partials, unsigned* tickets) {
+  __shared__ bool last;
+  const int slice = blockIdx.x, slices = gridDim.x;
+  const int64_t r = blockIdx.y;
+  const float* row = logits + r * stride;
+  const int begin = slice * kSliceCols;
+  wait_for_inputs();
+  allow_next_kernel();
+  constexpr int kPerThread = kSliceCols / kSliceThreads;
+  float v[kPerThread];
+#pragma unroll
+  for (int i = 0; i < kPerThread; ++i) {
+    const int c = begin + i * kSliceThreads + static_cast<int>(threadIdx.x);
+    v[i] = c < cols ? row[c] : 0.0f;
+  }
+  Best best{0.0f, INT_MAX};
+#pragma unroll
+  for (int i = 0; i < kPerThread; ++i) {
+    const int c = begin + i * kSliceThreads + static_cast<int>(threadIdx.x);
+    if (c < cols) take(best, v[i], c);
+  }
+  best = block_best<kSliceThreads>(best);
+  if (threadIdx.x == 0) {
+    partials[r * slices + slice] = best;
+    __threadfence();
+    last = atomicAdd(&tickets[r], 1u) == static_cast<unsigned>(slices - 1);
+  }
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  Best mine{0.0f, INT_MAX};
+  for (int s = threadIdx.x; s < slices; s += kSliceThreads) {
+    const Best other = {__ldcg(&partials[r * slices + s].v), __ldcg(&partials[r * slices + s].idx)};
+    take(mine, other.v, other.idx);
+  }
+  mine = block_best<kSliceThreads>(mine);
+  if (threadIdx.x == 0) {
+    ids[r] = mine.idx;
+    tickets[r] = 0;
+  }
 }
 
 // ---- sampling: one block per row, every sum a fixed-order tree (the same bits on every run) ----
@@ -354,13 +411,36 @@ __global__ void __launch_bounds__(kThreads) verify_sampled_kernel(VerifySampledA
 
 }  // namespace
 
+// The scratch: tickets for kTicketRows rows at its start (a fixed place, so that they stay zero
+// whatever row counts come), then the slices' winners. More rows run in launches of that many.
+constexpr int64_t kTicketRows = 1024;
+
+size_t argmax_scratch_bytes(int64_t rows, int64_t cols) {
+  const int64_t slices = std::max<int64_t>(1, (cols + kSliceCols - 1) / kSliceCols);
+  return kTicketRows * sizeof(unsigned) + std::min(rows, kTicketRows) * slices * sizeof(Best);
+}
+
 void argmax_rows(const float* logits, int64_t stride, int64_t rows, int64_t cols, int32_t* ids,
-                 cudaStream_t stream) {
-  if (cols > INT_MAX - kThreads) fail_message("cuda argmax: a row longer than INT_MAX");
-  Launch launch(dim3(static_cast<unsigned>(rows)), dim3(kThreads), 0, stream);
-  check(cudaLaunchKernelEx(&launch.config, argmax_kernel, logits, stride, static_cast<int>(cols),
-                           ids),
-        "argmax_kernel");
+                 void* scratch, cudaStream_t stream) {
+  if (cols > INT_MAX - kSliceCols) fail_message("cuda argmax: a row longer than INT_MAX");
+  if (cols <= kOneBlockCols) {
+    Launch launch(dim3(static_cast<unsigned>(rows)), dim3(kThreads), 0, stream);
+    check(cudaLaunchKernelEx(&launch.config, argmax_kernel, logits, stride, static_cast<int>(cols),
+                             ids),
+          "argmax_kernel");
+    return;
+  }
+  const int64_t slices = std::max<int64_t>(1, (cols + kSliceCols - 1) / kSliceCols);
+  auto* tickets = static_cast<unsigned*>(scratch);
+  auto* partials = reinterpret_cast<Best*>(tickets + kTicketRows);
+  for (int64_t first = 0; first < rows; first += kTicketRows) {
+    const int64_t n = std::min(kTicketRows, rows - first);
+    Launch launch(dim3(static_cast<unsigned>(slices), static_cast<unsigned>(n)),
+                  dim3(kSliceThreads), 0, stream);
+    check(cudaLaunchKernelEx(&launch.config, argmax_slices_kernel, logits + first * stride, stride,
+                             static_cast<int>(cols), ids + first, partials, tickets),
+          "argmax_slices_kernel");
+  }
 }
 
 void sample_rows(const SampleRowsArgs& args, cudaStream_t stream) {
