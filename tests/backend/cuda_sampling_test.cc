@@ -41,6 +41,7 @@ class CudaSampling : public backend_test::CudaTest {
     HostTensor got = download(dids, ids);
     return {got.i32(), got.i32() + rows};
   }
+  void expect_host_draws(int vocab, const std::vector<Setting>& settings);
 };
 
 // Rows with distinct values, heavy ties (logits rounded to a few levels), and peaked rows.
@@ -62,16 +63,32 @@ HostTensor test_logits(int rows, int vocab) {
 // boundary of tied tokens (0.5 of an even count of equal weights): there the device's exact
 // sums and the host's float probabilities may keep one tied token more or less.
 TEST_F(CudaSampling, MatchesHostSampler) {
-  const int rows = 24, vocab = 5003;
+  expect_host_draws(5003, {{1.0, 0, 1.0, 0.0},
+                           {0.7, 40, 1.0, 0.0},
+                           {1.3, 0, 0.9, 0.0},
+                           {0.8, 0, 1.0, 0.05},
+                           {1.0, 50, 0.8, 0.02},
+                           {0.5, 1, 1.0, 0.0},
+                           {1.0, 0, 0.3, 0.0},
+                           {2.0, 0, 0.95, 0.0},
+                           {0.0, 0, 1.0, 0.0},
+                           {1.0, 7, 0.4321, 0.1}});
+}
+
+// Rows of more than 8,192 columns with a temperature only are drawn over many blocks. (With
+// filters, one block a row, as above; a top-p cut among thousands of tied weights would keep
+// other tied tokens than the host's float sums.)
+TEST_F(CudaSampling, SlicedRowsMatchHostSampler) {
+  expect_host_draws(40000, {{1.0, 0, 1.0, 0.0}, {0.6, 0, 1.0, 0.0}, {1.7, 0, 1.0, 0.0}});
+}
+
+void CudaSampling::expect_host_draws(int vocab, const std::vector<Setting>& settings) {
+  const int rows = 24;
   const HostTensor logits = test_logits(rows, vocab);
-  const Setting settings[] = {{1.0, 0, 1.0, 0.0},   {0.7, 40, 1.0, 0.0},  {1.3, 0, 0.9, 0.0},
-                              {0.8, 0, 1.0, 0.05},  {1.0, 50, 0.8, 0.02}, {0.5, 1, 1.0, 0.0},
-                              {1.0, 0, 0.3, 0.0},   {2.0, 0, 0.95, 0.0},  {0.0, 0, 1.0, 0.0},
-                              {1.0, 7, 0.4321, 0.1}};
   Sampler sampler(vocab);
   std::vector<float> probs(vocab);
   int exact = 0, total = 0;
-  for (size_t s = 0; s < std::size(settings); ++s) {
+  for (size_t s = 0; s < settings.size(); ++s) {
     const Setting& set = settings[s];
     SamplingParams params;
     params.temperature = set.temperature;
@@ -114,14 +131,59 @@ TEST_F(CudaSampling, MatchesHostSampler) {
 }
 
 TEST_F(CudaSampling, RowWithoutFiniteLogitGivesMinusOne) {
-  HostTensor logits(DType::kF32, 2, 300);
-  for (int c = 0; c < 300; ++c) {
-    logits.t().row<float>(0)[c] = -INFINITY;
-    logits.t().row<float>(1)[c] = c == 17 ? 0.0f : -INFINITY;
+  for (int vocab : {300, 20000}) {
+    HostTensor logits(DType::kF32, 2, vocab);
+    for (int c = 0; c < vocab; ++c) {
+      logits.t().row<float>(0)[c] = -INFINITY;
+      logits.t().row<float>(1)[c] = c == 17 || c == vocab - 3 ? 0.0f : -INFINITY;
+    }
+    for (const Setting& set : {Setting{0.9, 0, 0.9, 0.0}, Setting{0.9, 0, 1.0, 0.0}}) {
+      const std::vector<int32_t> got = device_tokens(logits, set, 5);
+      EXPECT_EQ(got[0], -1) << vocab;
+      EXPECT_TRUE(got[1] == 17 || got[1] == vocab - 3) << vocab << ": " << got[1];
+    }
   }
-  const std::vector<int32_t> got = device_tokens(logits, {0.9, 0, 0.9, 0.0}, 5);
-  EXPECT_EQ(got[0], -1);
-  EXPECT_EQ(got[1], 17);
+}
+
+// Rows of different lengths on one backend (a draft and a target with padded vocabularies): the
+// sliced path's scratch is laid out per length, its tickets must stay where they are.
+TEST_F(CudaSampling, RowLengthsChangingBetweenCallsKeepTheirTokens) {
+  const Setting set{0.9, 0, 1.0, 0.0};
+  const HostTensor wide = test_logits(5, 40000), narrow = test_logits(5, 20000);
+  const std::vector<int32_t> wide_tokens = device_tokens(wide, set, 3);
+  const std::vector<int32_t> narrow_tokens = device_tokens(narrow, set, 3);
+  for (int round = 0; round < 3; ++round) {
+    EXPECT_EQ(device_tokens(wide, set, 3), wide_tokens) << round;
+    EXPECT_EQ(device_tokens(narrow, set, 3), narrow_tokens) << round;
+  }
+  backend_ = make_backend(Device{DeviceKind::kCuda, 0}, 1);  // fresh: the narrow rows first
+  EXPECT_EQ(device_tokens(narrow, set, 3), narrow_tokens);
+  EXPECT_EQ(device_tokens(wide, set, 3), wide_tokens);
+}
+
+// Rows of one call with different settings (some drawn over many blocks, some by one block a
+// row): each row's token is the one it gets alone.
+TEST_F(CudaSampling, MixedSettingsInOneCallAreIndependent) {
+  const int rows = 12, vocab = 30000;
+  const HostTensor logits = test_logits(rows, vocab);
+  const Setting kinds[] = {{0.8, 0, 1.0, 0.0}, {1.0, 0, 0.9, 0.0}, {0.0, 0, 1.0, 0.0}};
+  std::vector<RowSampling> settings(rows);
+  for (int r = 0; r < rows; ++r) {
+    const Setting& k = kinds[r % 3];
+    settings[r] = {k.temperature, k.top_k, k.top_p, k.min_p,
+                   random_uniform(7, r, RandomPurpose::kSample)};
+  }
+  HostTensor ids(DType::kI32, 1, rows);
+  Tensor dlogits = upload(logits), dids = upload(ids);
+  ASSERT_TRUE(backend_->sample_rows(dlogits, settings, dids, nullptr));
+  HostTensor all = download(dids, ids);
+  for (int r = 0; r < rows; ++r) {
+    HostTensor one(DType::kF32, 1, vocab), id(DType::kI32, 1, 1);
+    std::copy_n(logits.t().row<const float>(r), vocab, one.t().row<float>(0));
+    Tensor done = upload(one), did = upload(id);
+    ASSERT_TRUE(backend_->sample_rows(done, {&settings[r], 1}, did, nullptr));
+    EXPECT_EQ(download(did, id).i32()[0], all.i32()[r]) << "row " << r;
+  }
 }
 
 // Many rows (more than one launch's 16) with the same seed and settings: the same tokens as

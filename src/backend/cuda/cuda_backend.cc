@@ -253,7 +253,7 @@ void* CudaBackend::scratch(int which, size_t bytes) {
   if (s.data != nullptr) cudaFree(s.data);
   const size_t size = std::max<size_t>(bytes, 1 << 16);
   check(cudaMalloc(&s.data, size), "cudaMalloc (scratch)");
-  if (which == kTickets || which == kArgmax) {  // on this stream: before the kernels using it
+  if (which == kTickets || which == kArgmax || which == kSampleSlices) {  // before their kernels
     check(cudaMemsetAsync(s.data, 0, size, stream_), "cudaMemsetAsync (tickets)");
   }
   s.bytes = size;

@@ -106,6 +106,7 @@ class CudaBackend final : public Backend {
     kSampling,      // sampling weights
     kIntX,          // x as int8 parts for the int8/int4 tensor-core kernels
     kArgmax,        // argmax slices' winners and per-row tickets
+    kSampleSlices,  // sums and tickets of sampled rows drawn over many blocks
     kScratchKinds
   };
   // Throws unless every tensor is on cuda:`index`.

@@ -51,11 +51,12 @@ bool CudaBackend::sample_rows(const Tensor& logits, std::span<const RowSampling>
   constexpr int kChunk = cuda::SampleRowsArgs::kMaxRows;
   const int64_t chunk_rows = std::min<int64_t>(kChunk, logits.rows);
   a.weights = static_cast<float*>(scratch(kSampling, chunk_rows * logits.cols * sizeof(float)));
+  void* slices = scratch(kSampleSlices, cuda::sample_slices_scratch_bytes(logits.cols));
   for (int64_t first = 0; first < logits.rows; first += kChunk) {
     a.first_row = first;
     a.rows = static_cast<int>(std::min<int64_t>(kChunk, logits.rows - first));
     for (int r = 0; r < a.rows; ++r) a.row[r] = sample_row(rows[first + r]);
-    cuda::sample_rows(a, stream_);
+    cuda::sample_rows(a, slices, stream_);
   }
   return true;
 }

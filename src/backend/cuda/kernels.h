@@ -224,6 +224,7 @@ void argmax_rows(const float* logits, int64_t stride, int64_t rows, int64_t cols
 struct SampleRow {
   double inv_temperature = 0.0, top_p = 1.0, min_p = 0.0, u = 0.0;
   int top_k = 0;
+  bool sliced = false;  // drawn over many blocks (sample_row_sliced; set by sample_rows)
 };
 struct SampleRowsArgs {
   static constexpr int kMaxRows = 16;
@@ -236,7 +237,13 @@ struct SampleRowsArgs {
   int64_t probs_stride = 0;
   SampleRow row[kMaxRows];
 };
-void sample_rows(const SampleRowsArgs& args, cudaStream_t stream);
+// `slice_scratch`: sample_slices_scratch_bytes(cols), zero before the first launch.
+void sample_rows(const SampleRowsArgs& args, void* slice_scratch, cudaStream_t stream);
+// Rows with a temperature only, over more than 8,192 columns, without probs, are drawn over many
+// blocks (sample_slices.cu): the same weights, their sums in another order.
+bool sample_row_sliced(const SampleRow& row, int cols, bool writes_probs);
+size_t sample_slices_scratch_bytes(int64_t cols);
+void sample_rows_sliced(const SampleRowsArgs& args, void* scratch, cudaStream_t stream);
 
 // Speculative sampling of k = rows - 1 sampled draft tokens (see Backend::verify_sampled).
 struct VerifySampledArgs {

@@ -347,6 +347,7 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(SampleRowsArgs a) {
   __shared__ BlockScratch s;
   const int r = blockIdx.x;
   const SampleRow p = a.row[r];
+  if (p.sliced) return;  // drawn by sample_rows_sliced
   const float* row = a.logits + (a.first_row + r) * a.stride;
   float* w = a.weights + static_cast<int64_t>(r) * a.cols;
   wait_for_inputs();
@@ -443,10 +444,18 @@ void argmax_rows(const float* logits, int64_t stride, int64_t rows, int64_t cols
   }
 }
 
-void sample_rows(const SampleRowsArgs& args, cudaStream_t stream) {
+void sample_rows(const SampleRowsArgs& args, void* slice_scratch, cudaStream_t stream) {
   if (args.cols > INT_MAX - kThreads) fail_message("cuda sampling: a row longer than INT_MAX");
-  Launch launch(dim3(static_cast<unsigned>(args.rows)), dim3(kThreads), 0, stream);
-  check(cudaLaunchKernelEx(&launch.config, sample_kernel, args), "sample_kernel");
+  SampleRowsArgs a = args;
+  int sliced = 0;
+  for (int r = 0; r < a.rows; ++r) {
+    a.row[r].sliced = sample_row_sliced(a.row[r], a.cols, a.probs != nullptr);
+    sliced += a.row[r].sliced ? 1 : 0;
+  }
+  if (sliced > 0) sample_rows_sliced(a, slice_scratch, stream);
+  if (sliced == a.rows) return;
+  Launch launch(dim3(static_cast<unsigned>(a.rows)), dim3(kThreads), 0, stream);
+  check(cudaLaunchKernelEx(&launch.config, sample_kernel, a), "sample_kernel");
 }
 
 void verify_sampled(const VerifySampledArgs& args, cudaStream_t stream) {
