@@ -32,7 +32,8 @@ if has build; then
     ${SPECD_GPU_CMAKE_ARGS:-} >"$out/configure.txt"
   targets=(specd make_random_model specd_cuda_kernel_bench backend_cuda_ops_test backend_cuda_sampling_test
     golden_model_test batch_invariance_test
-    speculative_test speculative_sampling_test demo_models_test backend_cuda_int_quant_test
+    speculative_test speculative_sampling_test queued_decoding_test demo_models_test
+    backend_cuda_int_quant_test
     backend_cuda_gguf_quant_test backend_cuda_folded_norm_test backend_cuda_qkv_rope_test quantized_model_test
     gguf_model_test gguf_gemma3_test batch_engine_test)
   start=$(date +%s)
@@ -47,7 +48,7 @@ if has test; then
   # batch invariance; the GGUF models need tools/gguf/fetch_models.sh, else they skip).
   (cd build-gpu && ctest -L cuda --output-on-failure) >"$out/test_cuda_ops.txt" 2>&1 || true
   (cd build-gpu && SPECD_TEST_DEVICE=cuda ctest -j 4 --output-on-failure \
-    -R "GoldenModel|BatchInvariance|Lossless|Speculative|DemoModels|QuantizedModel|GgufSmolLm2|GgufGemma3Model|BatchEngine|PrefixCache") \
+    -R "GoldenModel|BatchInvariance|Lossless|Speculative|QueuedDecoding|DemoModels|QuantizedModel|GgufSmolLm2|GgufGemma3Model|BatchEngine|PrefixCache") \
     >"$out/test_cuda_models.txt" 2>&1 || true
   grep -E "tests passed|FAILED|Failed|\*\*\*" "$out/test_cuda_ops.txt" "$out/test_cuda_models.txt" |
     head -n 30
