@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <utility>
 #include <vector>
 
 #include "backend/cuda/kernels.h"
@@ -486,6 +487,7 @@ bool CudaBackend::small_tensor_core_group(const cuda::MatmulGroup& group) const 
 }
 
 void CudaBackend::run_small(const cuda::MatmulGroup& group) {
+  const IntXReady ready = std::exchange(int_x_ready_, {});  // valid for this matmul only
   if (quant_kernel_dtype(group.part[0].w_dtype) && !int_tensor_cores(group)) {
     matmul_quant_small(group, stream_);  // GGUF blocks; int8/int4 on CUDA cores
     return;
@@ -502,11 +504,9 @@ void CudaBackend::run_small(const cuda::MatmulGroup& group) {
   const cuda::MatmulArgs& a = group.part[0];
   if (cuda::int_quant_dtype(a.w_dtype)) {
     s.x_int8 = scratch(kIntX, cuda::small_int_x_bytes(a.m, a.k));
-    const IntXReady& r = int_x_ready_;
-    s.x_int8_ready = group.count == 1 && a.gate == nullptr && r.x == a.x && r.w == a.w &&
-                     r.m == a.m && r.k == a.k;
+    s.x_int8_ready = group.count == 1 && a.gate == nullptr && ready.x == a.x && ready.w == a.w &&
+                     ready.m == a.m && ready.k == a.k;
   }
-  int_x_ready_ = {};
   cuda::matmul_small(group, plan, s, stream_);
 }
 
