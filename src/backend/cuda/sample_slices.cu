@@ -7,13 +7,14 @@
 #include <climits>
 
 #include "backend/cuda/device.cuh"
+#include "backend/cuda/row_slices.cuh"
 
 namespace specd::cuda {
 namespace {
 
-constexpr int kThreads = 256;
-constexpr int kSliceCols = 4096;
-constexpr int kPerThread = kSliceCols / kThreads;  // loaded at once
+using row_slices::kPerThread;
+using row_slices::kThreads;
+constexpr int kSliceCols = row_slices::kCols;
 constexpr int kMaxRows = SampleRowsArgs::kMaxRows;
 
 // The scratch: two tickets per row (one per launch, zero between launches) at its start, where
@@ -56,20 +57,6 @@ __device__ T block_reduce(T v, Op op) {  // a fixed tree: lanes, then warps in o
   return total;
 }
 
-// True in the row's last block of a launch (its ticket reset for the next launch).
-__device__ bool last_of_row(unsigned* ticket, int slices) {
-  __shared__ bool last;
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    __threadfence();
-    last = atomicAdd(ticket, 1u) == static_cast<unsigned>(slices - 1);
-    if (last) *ticket = 0;
-  }
-  __syncthreads();
-  if (last) __threadfence();
-  return last;
-}
-
 __global__ void __launch_bounds__(kThreads) slice_max_kernel(SliceArgs a) {
   const int slice = blockIdx.x, j = blockIdx.y, begin = slice * kSliceCols;
   const float* row = a.logits + a.row[j] * a.stride;
@@ -86,7 +73,7 @@ __global__ void __launch_bounds__(kThreads) slice_max_kernel(SliceArgs a) {
   for (int i = 0; i < kPerThread; ++i) mx = fmaxf(mx, v[i]);
   mx = block_reduce(mx, [](float x, float y) { return fmaxf(x, y); });
   if (threadIdx.x == 0) a.s.slice_max[j * a.slices + slice] = mx;
-  if (!last_of_row(&a.s.tickets[j], a.slices) || threadIdx.x != 0) return;
+  if (!row_slices::last_block(&a.s.tickets[j], a.slices) || threadIdx.x != 0) return;
   float row_max = -INFINITY;
   for (int s = 0; s < a.slices; ++s)
     row_max = fmaxf(row_max, __ldcg(&a.s.slice_max[j * a.slices + s]));
@@ -161,7 +148,7 @@ __global__ void __launch_bounds__(kThreads) slice_draw_kernel(SliceArgs a) {
   }
   sum = block_reduce(sum, [](double x, double y) { return x + y; });
   if (threadIdx.x == 0) a.s.slice_sum[j * a.slices + slice] = sum;
-  if (!last_of_row(&a.s.tickets[kMaxRows + j], a.slices)) return;
+  if (!row_slices::last_block(&a.s.tickets[kMaxRows + j], a.slices)) return;
   // The slices' sums in order; the slice where the running sum passes the target (else the
   // last positive one: rounding), and the sum before it. No slice: no finite logit.
   __shared__ int chosen_slice;
@@ -189,12 +176,12 @@ __global__ void __launch_bounds__(kThreads) slice_draw_kernel(SliceArgs a) {
 }  // namespace
 
 bool sample_row_sliced(const SampleRow& p, int cols, bool writes_probs) {
-  return !writes_probs && cols > 2 * kSliceCols && p.inv_temperature > 0.0 &&
+  return !writes_probs && cols > row_slices::kOneBlockCols && p.inv_temperature > 0.0 &&
          (p.top_k <= 0 || p.top_k >= cols) && p.top_p >= 1.0 && p.min_p <= 0.0;
 }
 
 size_t sample_slices_scratch_bytes(int64_t cols) {
-  const int64_t slices = (cols + kSliceCols - 1) / kSliceCols;
+  const int64_t slices = row_slices::slices(cols);
   return kMaxRows * slices * sizeof(double) + kMaxRows * (slices + 1) * sizeof(float) +
          2 * kMaxRows * sizeof(unsigned);
 }
@@ -204,7 +191,7 @@ void sample_rows_sliced(const SampleRowsArgs& args, void* scratch, cudaStream_t 
   a.logits = args.logits + args.first_row * args.stride;
   a.stride = args.stride;
   a.cols = args.cols;
-  a.slices = (args.cols + kSliceCols - 1) / kSliceCols;
+  a.slices = static_cast<int>(row_slices::slices(args.cols));
   a.weights = args.weights;
   a.ids = args.ids + args.first_row;
   a.s = slice_scratch(scratch, a.slices);

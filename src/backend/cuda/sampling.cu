@@ -6,6 +6,7 @@
 #include <climits>
 
 #include "backend/cuda/device.cuh"
+#include "backend/cuda/row_slices.cuh"
 
 namespace specd::cuda {
 namespace {
@@ -72,7 +73,7 @@ __device__ int row_argmax(const float* row, int cols) {
   return block_best<kThreads>(best).idx;
 }
 
-// Rows of up to kOneBlockCols columns: one block per row.
+// Rows of up to row_slices::kOneBlockCols columns: one block per row.
 __global__ void __launch_bounds__(kThreads)
     argmax_kernel(const float* logits, int64_t stride, int cols, int32_t* ids) {
   wait_for_inputs();
@@ -80,58 +81,44 @@ __global__ void __launch_bounds__(kThreads)
   const int idx = row_argmax(logits + blockIdx.x * stride, cols);
   if (threadIdx.x == 0) ids[blockIdx.x] = idx;
 }
-constexpr int kOneBlockCols = 8192;
 
-// Longer rows in slices of kSliceCols columns, one block each (a single block took about 25 us
-// for a 128k vocabulary on an H200, bound by one multiprocessor's loads): block (slice, row)
-// writes its slice's best (value, column) to `partials`, and the row's last block to finish (a
-// ticket per row, reset for the next launch) picks among the slices' winners. `better` is a
-// strict total order, so the column is the one a single scan finds.
-constexpr int kSliceThreads = 256;
-constexpr int kSliceCols = 4096;  // 16 columns a thread, loaded at once
-
-__global__ void __launch_bounds__(kSliceThreads)
+// Longer rows in slices of row_slices::kCols columns, one block each (a single block took about
+// 25 us for a 128k vocabulary on an H200, bound by one multiprocessor's loads): block (slice,
+// row) writes its slice's best (value, column) to `partials`, and the row's last block to finish
+// picks among the slices' winners. `better` is a strict total order, so the column is the one a
+// single scan finds.
+__global__ void __launch_bounds__(row_slices::kThreads)
     argmax_slices_kernel(const float* logits, int64_t stride, int cols, int32_t* ids,
                          Best* partials, unsigned* tickets) {
-  __shared__ bool last;
+  using namespace row_slices;  // NOLINT: the slice sizes
   const int slice = blockIdx.x, slices = gridDim.x;
   const int64_t r = blockIdx.y;
   const float* row = logits + r * stride;
-  const int begin = slice * kSliceCols;
+  const int begin = slice * kCols;
   wait_for_inputs();
   allow_next_kernel();
-  constexpr int kPerThread = kSliceCols / kSliceThreads;
   float v[kPerThread];
 #pragma unroll
   for (int i = 0; i < kPerThread; ++i) {
-    const int c = begin + i * kSliceThreads + static_cast<int>(threadIdx.x);
+    const int c = begin + i * kThreads + static_cast<int>(threadIdx.x);
     v[i] = c < cols ? row[c] : 0.0f;
   }
   Best best{0.0f, INT_MAX};
 #pragma unroll
   for (int i = 0; i < kPerThread; ++i) {
-    const int c = begin + i * kSliceThreads + static_cast<int>(threadIdx.x);
+    const int c = begin + i * kThreads + static_cast<int>(threadIdx.x);
     if (c < cols) take(best, v[i], c);
   }
-  best = block_best<kSliceThreads>(best);
-  if (threadIdx.x == 0) {
-    partials[r * slices + slice] = best;
-    __threadfence();
-    last = atomicAdd(&tickets[r], 1u) == static_cast<unsigned>(slices - 1);
-  }
-  __syncthreads();
-  if (!last) return;
-  __threadfence();
+  best = block_best<kThreads>(best);
+  if (threadIdx.x == 0) partials[r * slices + slice] = best;
+  if (!last_block(&tickets[r], slices)) return;
   Best mine{0.0f, INT_MAX};
-  for (int s = threadIdx.x; s < slices; s += kSliceThreads) {
+  for (int s = threadIdx.x; s < slices; s += kThreads) {
     const Best other = {__ldcg(&partials[r * slices + s].v), __ldcg(&partials[r * slices + s].idx)};
     take(mine, other.v, other.idx);
   }
-  mine = block_best<kSliceThreads>(mine);
-  if (threadIdx.x == 0) {
-    ids[r] = mine.idx;
-    tickets[r] = 0;
-  }
+  mine = block_best<kThreads>(mine);
+  if (threadIdx.x == 0) ids[r] = mine.idx;
 }
 
 // ---- sampling: one block per row, every sum a fixed-order tree (the same bits on every run) ----
@@ -417,27 +404,27 @@ __global__ void __launch_bounds__(kThreads) verify_sampled_kernel(VerifySampledA
 constexpr int64_t kTicketRows = 1024;
 
 size_t argmax_scratch_bytes(int64_t rows, int64_t cols) {
-  const int64_t slices = std::max<int64_t>(1, (cols + kSliceCols - 1) / kSliceCols);
-  return kTicketRows * sizeof(unsigned) + std::min(rows, kTicketRows) * slices * sizeof(Best);
+  return kTicketRows * sizeof(unsigned) +
+         std::min(rows, kTicketRows) * row_slices::slices(cols) * sizeof(Best);
 }
 
 void argmax_rows(const float* logits, int64_t stride, int64_t rows, int64_t cols, int32_t* ids,
                  void* scratch, cudaStream_t stream) {
-  if (cols > INT_MAX - kSliceCols) fail_message("cuda argmax: a row longer than INT_MAX");
-  if (cols <= kOneBlockCols) {
+  if (cols > INT_MAX - row_slices::kCols) fail_message("cuda argmax: a row longer than INT_MAX");
+  if (cols <= row_slices::kOneBlockCols) {
     Launch launch(dim3(static_cast<unsigned>(rows)), dim3(kThreads), 0, stream);
     check(cudaLaunchKernelEx(&launch.config, argmax_kernel, logits, stride, static_cast<int>(cols),
                              ids),
           "argmax_kernel");
     return;
   }
-  const int64_t slices = std::max<int64_t>(1, (cols + kSliceCols - 1) / kSliceCols);
+  const int64_t slices = row_slices::slices(cols);
   auto* tickets = static_cast<unsigned*>(scratch);
   auto* partials = reinterpret_cast<Best*>(tickets + kTicketRows);
   for (int64_t first = 0; first < rows; first += kTicketRows) {
     const int64_t n = std::min(kTicketRows, rows - first);
     Launch launch(dim3(static_cast<unsigned>(slices), static_cast<unsigned>(n)),
-                  dim3(kSliceThreads), 0, stream);
+                  dim3(row_slices::kThreads), 0, stream);
     check(cudaLaunchKernelEx(&launch.config, argmax_slices_kernel, logits + first * stride, stride,
                              static_cast<int>(cols), ids + first, partials, tickets),
           "argmax_slices_kernel");
