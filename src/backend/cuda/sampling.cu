@@ -90,34 +90,35 @@ __global__ void __launch_bounds__(kThreads)
 __global__ void __launch_bounds__(row_slices::kThreads)
     argmax_slices_kernel(const float* logits, int64_t stride, int cols, int32_t* ids,
                          Best* partials, unsigned* tickets) {
-  using namespace row_slices;  // NOLINT: the slice sizes
+  // Not this file's kThreads (one block a row): a slice's block has row_slices::kThreads.
+  constexpr int kSliceThreads = row_slices::kThreads, kPerThread = row_slices::kPerThread;
   const int slice = blockIdx.x, slices = gridDim.x;
   const int64_t r = blockIdx.y;
   const float* row = logits + r * stride;
-  const int begin = slice * kCols;
+  const int begin = slice * row_slices::kCols;
   wait_for_inputs();
   allow_next_kernel();
   float v[kPerThread];
 #pragma unroll
   for (int i = 0; i < kPerThread; ++i) {
-    const int c = begin + i * kThreads + static_cast<int>(threadIdx.x);
+    const int c = begin + i * kSliceThreads + static_cast<int>(threadIdx.x);
     v[i] = c < cols ? row[c] : 0.0f;
   }
   Best best{0.0f, INT_MAX};
 #pragma unroll
   for (int i = 0; i < kPerThread; ++i) {
-    const int c = begin + i * kThreads + static_cast<int>(threadIdx.x);
+    const int c = begin + i * kSliceThreads + static_cast<int>(threadIdx.x);
     if (c < cols) take(best, v[i], c);
   }
-  best = block_best<kThreads>(best);
+  best = block_best<kSliceThreads>(best);
   if (threadIdx.x == 0) partials[r * slices + slice] = best;
-  if (!last_block(&tickets[r], slices)) return;
+  if (!row_slices::last_block(&tickets[r], slices)) return;
   Best mine{0.0f, INT_MAX};
-  for (int s = threadIdx.x; s < slices; s += kThreads) {
+  for (int s = threadIdx.x; s < slices; s += kSliceThreads) {
     const Best other = {__ldcg(&partials[r * slices + s].v), __ldcg(&partials[r * slices + s].idx)};
     take(mine, other.v, other.idx);
   }
-  mine = block_best<kThreads>(mine);
+  mine = block_best<kSliceThreads>(mine);
   if (threadIdx.x == 0) ids[r] = mine.idx;
 }
 
