@@ -21,7 +21,8 @@
 // each row's a and b parts side by side, so one mma per k step yields both sums (half the mma
 // and half the x words), lane (g, c) scales x row c, and int8 also takes two blocks per step.
 // The integer sums are the same and each (row, column) is scaled and added in the same order, so
-// the bits equal those of 5 to 16 rows (SPECD_CUDA_INT_STACK=0 turns it off).
+// the bits equal those of 5 to 16 rows (SPECD_CUDA_INT_STACK=0 turns it off). int8 with 9 to 12
+// rows stacks its second tile (x rows 8-11) the same way.
 #include "backend/cuda/int_rows.cuh"
 #include "backend/cuda/int_x.cuh"
 #include "backend/cuda/small_mma.cuh"
@@ -226,8 +227,9 @@ __device__ __forceinline__ void add_block(float (&acc)[4], const uint32_t (&head
 }
 
 // kPer: blocks loaded together (see launch()). kStacked: up to 4 rows, both x parts in one mma
-// (multiply_block_stacked); the bits are those of the unstacked kernel (the same integer sums,
-// scaled in the same order).
+// (multiply_block_stacked); with kTwoTiles (9 to 12 rows) only the second tile's rows 8-11 are
+// stacked. The bits are those of the unstacked kernel (the same integer sums, scaled in the same
+// order).
 template <DType kType, bool kTwoTiles, int kPer, bool kStacked = false>
 __global__ void __launch_bounds__(kWarps * 32, 2)
     small_int_mma_kernel(MatmulGroup group, XQuant xq, int block_splits, float* partials,
@@ -313,7 +315,7 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
         const int64_t i = s * kPer + p;
         if (i >= mine) break;  // the same for the whole warp
         const int64_t block = first + i * splits;
-        if constexpr (kStacked) {
+        if constexpr (kStacked && !kTwoTiles) {
           const float2 xs = c < a0.m ? xq.scales[c * n_blocks + block] : make_float2(0, 0);
           uint4 part[2];
           load_x_part<kType>(xq.codes + ((g >> 1) * n_blocks + block) * kXBlockBytes, g & 1,
@@ -334,7 +336,17 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
               load_x_words<kType>(xq.codes + (g * n_blocks + block) * kXBlockBytes, has0, c);
           multiply_block<kType>(w.q[p], x0, sum_a, sum_b);
           add_block<kType>(acc0, w.head[p], sum_a, sum_b, xs[0], xs[1]);
-          if constexpr (kTwoTiles) {
+          if constexpr (kTwoTiles && kStacked) {  // x rows 8 + c, as the stacked branch above
+            const float2 xs1 =
+                8 + c < a0.m ? xq.scales[(8 + c) * n_blocks + block] : make_float2(0, 0);
+            uint4 part[2];
+            load_x_part<kType>(xq.codes + ((8 + (g >> 1)) * n_blocks + block) * kXBlockBytes, g & 1,
+                               8 + (g >> 1) < a0.m, c, part);
+            int sum[4] = {0, 0, 0, 0};
+            multiply_block_stacked<kType>(w.q[p], part, sum);
+            acc1[0] = add_sums<kType>(acc1[0], w.head[p][0], sum[0], sum[1], xs1);
+            acc1[1] = add_sums<kType>(acc1[1], w.head[p][1], sum[2], sum[3], xs1);
+          } else if constexpr (kTwoTiles) {
             int sum_a1[4] = {0, 0, 0, 0}, sum_b1[4] = {0, 0, 0, 0};
             const XWords x1 = load_x_words<kType>(
                 xq.codes + ((g + 8) * n_blocks + block) * kXBlockBytes, has1, c);
@@ -345,7 +357,9 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
       }
       w = next;
     }
-    constexpr AccLayout kLayout = kStacked ? AccLayout::kXRowPerLane : AccLayout::kWeightsInA;
+    constexpr AccLayout kLayout = !kStacked   ? AccLayout::kWeightsInA
+                                  : kTwoTiles ? AccLayout::kSecondTileRowPerLane
+                                              : AccLayout::kXRowPerLane;
     finish_tile<kTwoTiles, false, kLayout>(group, tile, acc0, acc1, reduce, last_block,
                                            block_splits, partials, tickets, inv_rms);
     rows = next_rows;
@@ -362,8 +376,13 @@ void launch(const MatmulGroup& group, const SmallMatmulPlan& plan, const XQuant&
   constexpr int kPer = kType == DType::kInt8 ? 1 : 2;
   // Stacked (up to 4 rows), x's words take half the registers, so int8 loads two blocks per step
   // too (one H200: int8 decode +2.9% against one block).
+  // int8 with 9 to 12 rows stacks the second tile's rows (x rows 8-11): 12 mma a block instead
+  // of 16 (one H200: the 9-row products 6-9% faster; int4's were not).
   const int64_t m = group.part[0].m;
-  auto kernel = m > 8                      ? small_int_mma_kernel<kType, true, 1>
+  constexpr bool kStackSecond = kType == DType::kInt8;
+  auto kernel = m > 12 || (m > 8 && (!plan.stacked_x || !kStackSecond))
+                    ? small_int_mma_kernel<kType, true, 1>
+                : m > 8                    ? small_int_mma_kernel<kType, true, 1, kStackSecond>
                 : m > 4 || !plan.stacked_x ? small_int_mma_kernel<kType, false, kPer>
                                            : small_int_mma_kernel<kType, false, 2, true>;
   check(cudaLaunchKernelEx(&launch.config, kernel, group, xq, plan.block_splits, scratch.partials,

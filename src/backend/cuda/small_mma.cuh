@@ -139,6 +139,9 @@ enum class AccLayout {
   kXInA,
   // one x row per lane (up to 4 rows): acc0[0] at weight row g and acc0[1] at g + 8, x row c
   kXRowPerLane,
+  // 9 to 12 rows: acc0 as kWeightsInA (x rows 0-7), and acc1 one x row per lane (rows 8-11):
+  // acc1[0] at weight row g and acc1[1] at g + 8, x row 8 + c
+  kSecondTileRowPerLane,
 };
 template <bool kTwoTiles, bool kPair = false, AccLayout kLayout = AccLayout::kWeightsInA>
 __device__ __forceinline__ void finish_tile(const MatmulGroup& group, int64_t tile,
@@ -165,6 +168,11 @@ __device__ __forceinline__ void finish_tile(const MatmulGroup& group, int64_t ti
       // x row c + 4e: the lane's row (e = 0) or rows no lane holds (zeros).
       reduce[warp][c + 4 * e][g] = e == 0 ? acc0[0] : 0.0f;
       reduce[warp][c + 4 * e][g + 8] = e == 0 ? acc0[1] : 0.0f;
+    } else if constexpr (kLayout == AccLayout::kSecondTileRowPerLane) {
+      const int wr = g + (e >= 2 ? 8 : 0), x_row = 2 * c + (e & 1);
+      reduce[warp][x_row][wr] = acc0[e];
+      // x row 8 + c (e < 2) or 12 + c (zeros: no lane holds rows 12-15) at weight row g, g + 8.
+      reduce[warp][8 + c + 4 * (e / 2)][g + 8 * (e & 1)] = e < 2 ? acc1[e] : 0.0f;
     } else if constexpr (kLayout == AccLayout::kXInA) {
       const int x_row = g + (e >= 2 ? 8 : 0), wr = 2 * c + (e & 1);
       reduce[warp][x_row][wr] = acc0[e];
