@@ -1,8 +1,9 @@
-// make_backend(): picks the backend implementation for a device; download tickets.
+// make_backend(): picks the backend implementation for a device; download tickets and marks.
 #include "backend/backend.h"
 
 #include "backend/cpu/cpu_backend.h"
 #include "core/error.h"
+#include "core/timer.h"
 #ifdef SPECD_WITH_CUDA
 #include "backend/cuda/cuda_backend.h"
 #endif
@@ -15,6 +16,21 @@ bool cuda_available() {
 #else
   return false;
 #endif
+}
+
+uint64_t Backend::mark() {
+  mark_seconds_[next_mark_ % kMarkSlots] = now_seconds();
+  return next_mark_++;
+}
+
+double Backend::seconds_between(uint64_t a, uint64_t b) {
+  return mark_seconds_[mark_slot(b)] - mark_seconds_[mark_slot(a)];
+}
+
+int Backend::mark_slot(uint64_t mark) const {
+  SPECD_CHECK(mark < next_mark_ && mark + kMarkSlots >= next_mark_,
+              "mark {} is not among the last {} made", mark, kMarkSlots);
+  return static_cast<int>(mark % kMarkSlots);
 }
 
 uint64_t DownloadTickets::start(size_t bytes) {

@@ -94,10 +94,12 @@ struct RowSampling {
 // Sampled draft tokens for verify_sampled: each token, the draft distribution it was drawn from,
 // and the uniforms of Verifier::verify at its row.
 struct SampledDraft {
-  std::span<const int32_t> tokens;     // [k]
-  const Tensor* q = nullptr;           // [k, V] f32 on the verifying device
-  std::span<const double> u_accept;    // [k]
-  std::span<const double> u_resample;  // [k]
+  int64_t k = 0;
+  std::span<const int32_t> tokens;         // [k] on the host, or empty with device_tokens
+  const int32_t* device_tokens = nullptr;  // [k] i32 on the verifying device, or nullptr
+  const Tensor* q = nullptr;               // [k, V] f32 on the verifying device
+  std::span<const double> u_accept;        // [k]
+  std::span<const double> u_resample;      // [k]
 };
 
 // One product of a matmul group: y = x · wᵀ (+ bias).
@@ -148,6 +150,17 @@ class Backend {
   static constexpr int kDownloadSlots = 4;
   virtual uint64_t start_download(const void* src, size_t bytes) = 0;
   virtual void finish_download(uint64_t ticket, void* dst) = 0;
+  // Makes the work queued here from now on wait for the work queued so far on `other`, a
+  // backend of the same device (a draft model's, whose outputs this one's ops will read). Does
+  // nothing where ops do not return early.
+  virtual void wait_for(Backend& /*other*/) {}
+  // Marks that split queued work's time into parts: mark() notes how far the work queued so far
+  // has come, and seconds_between(a, b) waits for mark b and returns the device time between
+  // the two. At most kMarkSlots marks stay valid. The default, for a backend that does not
+  // queue work, notes the host time of each call.
+  static constexpr int kMarkSlots = 8;
+  virtual uint64_t mark();
+  virtual double seconds_between(uint64_t a, uint64_t b);
   // Makes a host weight (for example a memory-mapped safetensors tensor) usable by the ops.
   // The CPU backend returns the same view (no copy); a GPU backend uploads into `storage`, in a
   // layout of its own where its kernels want one (CUDA: int8/int4 rows split into codes, then
@@ -314,6 +327,14 @@ class Backend {
   // Each row's result is independent of the other rows (batch invariance).
   virtual void attention(const Tensor& q, int n_heads, const KvLayerView& cache,
                          const AttentionRows& rows, float scale, Tensor& out) = 0;
+
+ protected:
+  // The slot of a valid mark (checked): mark m uses slot m % kMarkSlots.
+  int mark_slot(uint64_t mark) const;
+  uint64_t next_mark_ = 0;
+
+ private:
+  std::array<double, kMarkSlots> mark_seconds_{};  // the default marks' host times
 };
 
 // The tickets of Backend::start_download: ticket t uses slot t % kDownloadSlots and stays valid

@@ -22,8 +22,8 @@ Generator::Generator(Transformer& model, KvCache& kv, Drafter* drafter,
       prompt_history_(model.config().vocab_size),
       output_history_(model.config().vocab_size),
       logits_(static_cast<size_t>(model.limits().max_logit_rows) * model.config().vocab_size),
-      ids_buffer_(model.backend().alloc(model.limits().max_logit_rows * sizeof(int32_t))),
-      ids_(model.limits().max_logit_rows),
+      ids_buffer_(model.backend().alloc(2 * model.limits().max_logit_rows * sizeof(int32_t))),
+      ids_(2 * model.limits().max_logit_rows),
       row_sampling_(model.limits().max_logit_rows),
       u_accept_(model.limits().max_logit_rows),
       u_resample_(model.limits().max_logit_rows),
@@ -81,7 +81,7 @@ void Generator::fetch_for_verify(const Tensor& logits, const SamplingParams& par
                                  int64_t position) {
   Backend& backend = model_.backend();
   Tensor ids = ids_buffer_.view(DType::kI32, 1, logits.rows);
-  const bool point_masses = proposal_.tokens.empty() || !proposal_.sampled;
+  const bool point_masses = proposal_.size() == 0 || !proposal_.sampled;
   fetched_ids_ = false;
   if (params.greedy() && !params.has_penalties()) {
     backend.argmax_rows(logits, ids);
@@ -100,12 +100,26 @@ void Generator::fetch_for_verify(const Tensor& logits, const SamplingParams& par
         device_verify_inputs(proposal_, params, position, u_accept_, u_resample_, &bonus);
     fetched_ids_ = backend.verify_sampled(logits, bonus, draft, ids);
   }
-  SPECD_CHECK(fetched_ids_ || proposal_.device_probs.data == nullptr,
-              "sampled drafts left on the device need device-side verification");
-  if (fetched_ids_) {
-    backend.copy_to_host(ids_.data(), ids.data, ids.bytes());
-  } else {
+  SPECD_CHECK(fetched_ids_ ||
+                  (proposal_.device_probs.data == nullptr && proposal_.device_tokens == nullptr),
+              "drafts left on the device need device-side verification");
+  verify_end_ = backend.mark();
+  if (!fetched_ids_) {
     backend.copy_to_host(logits_.data(), logits.data, logits.bytes());
+    return;
+  }
+  // Draft tokens left on the device come with the ids, in one download.
+  int64_t count = logits.rows;
+  if (proposal_.device_tokens != nullptr) {
+    backend.copy_on_device(ids.ptr<int32_t>() + count, proposal_.device_tokens,
+                           proposal_.device_count * sizeof(int32_t));
+    count += proposal_.device_count;
+  }
+  backend.copy_to_host(ids_.data(), ids.data, count * sizeof(int32_t));
+  if (proposal_.device_tokens != nullptr) {
+    proposal_.tokens.assign(ids_.begin() + logits.rows, ids_.begin() + count);
+    proposal_.device_tokens = nullptr;
+    drafter_->device_tokens_read(proposal_.tokens);
   }
 }
 
@@ -115,6 +129,22 @@ void Generator::verify_fetched(const SamplingParams& params, int64_t position) {
   } else {
     verifier_.verify(logits_.data(), proposal_, params, position, prompt_history_, output_history_,
                      verdict_);
+  }
+}
+
+void Generator::record_last_round(DraftLengthPolicy& policy, GenerationStats& stats) {
+  if (!last_round_.pending) return;
+  last_round_.pending = false;
+  const RoundMarks& r = last_round_;
+  Backend& backend = model_.backend();
+  // Device times: the draft steps may still run while verification is queued.
+  const double draft_seconds = backend.seconds_between(r.draft_start, r.verify_start);
+  const double verify_seconds = backend.seconds_between(r.verify_start, r.verify_end);
+  stats.draft_seconds += draft_seconds;
+  stats.verify_seconds += verify_seconds;
+  if (drafter_) {
+    policy.record(r.drafted, r.accepted, draft_seconds - r.prefill_seconds, r.drafted + 1,
+                  verify_seconds);
   }
 }
 
@@ -213,6 +243,7 @@ GenerationResult Generator::generate(const GenerateRequest& request,
   proposal_.tokens.clear();
   proposal_.verify_device = model_.backend().device();
   proposal_.device_probs = Tensor{};
+  proposal_.device_tokens = nullptr;
   fetch_for_verify(logits, params, n_prompt);
   double t0 = now_seconds();
   stats.prefill_seconds = t0 - start;
@@ -225,6 +256,12 @@ GenerationResult Generator::generate(const GenerateRequest& request,
     running = false;
   }
 
+  // Verification reads drafts on the device where it chooses tokens there; then a drafter that
+  // chains its steps on this device need not wait for its tokens before verification is queued.
+  Backend& backend = model_.backend();
+  const bool device_tokens_ok =
+      !params.has_penalties() && (params.greedy() || backend.samples_on_device());
+  last_round_.pending = false;
   while (running) {
     // context_ = committed tokens; the last one is not in the target cache yet.
     const int n = static_cast<int>(context_.size());
@@ -233,17 +270,29 @@ GenerationResult Generator::generate(const GenerateRequest& request,
     k = std::min({k, remaining - 1, capacity - n});
     proposal_.tokens.clear();
     proposal_.device_probs = Tensor{};
+    proposal_.device_tokens = nullptr;
+    proposal_.device_count = 0;
+    proposal_.queued_on = nullptr;
+    proposal_.device_tokens_ok = device_tokens_ok;
     proposal_.seconds = 0;
     proposal_.prefill_seconds = 0;
+    const uint64_t draft_start = backend.mark();
     if (k > 0) drafter_->propose(context_, k, params, proposal_);
-    const int drafted = static_cast<int>(proposal_.tokens.size());
+    const int drafted = proposal_.size();
 
     rows_[0] = context_.back();
     std::copy(proposal_.tokens.begin(), proposal_.tokens.end(), rows_.begin() + 1);
     std::iota(positions_.begin(), positions_.begin() + drafted + 1, n - 1);
-    double t_verify = now_seconds();
+    // The draft's queued work first; its end is verification's start.
+    if (proposal_.queued_on != nullptr) backend.wait_for(*proposal_.queued_on);
+    const uint64_t verify_start = backend.mark();
     ForwardBatch batch{drafted + 1, rows_.data(), positions_.data(), slots_.data()};
+    if (proposal_.device_tokens != nullptr) {  // the drafts are still on the device
+      batch.device_tokens = proposal_.device_tokens;
+      batch.device_tokens_from = 1;
+    }
     logits = model_.forward(batch, kv_);
+    record_last_round(policy, stats);  // while this verification runs
     fetch_for_verify(logits, params, n);
     double t_sample = now_seconds();
     verify_fetched(params, n);
@@ -258,18 +307,15 @@ GenerationResult Generator::generate(const GenerateRequest& request,
       stats.drafted_at[i] += 1;
       if (i <= accepted) stats.accepted_at[i] += 1;
     }
-    stats.draft_seconds += proposal_.seconds;
-    stats.verify_seconds += t_sample - t_verify;
     stats.sample_seconds += t_done - t_sample;
-    if (drafter_) {
-      policy.record(drafted, accepted, proposal_.seconds - proposal_.prefill_seconds, drafted + 1,
-                    t_sample - t_verify);
-    }
+    last_round_ = {
+        true, draft_start, verify_start, verify_end_, drafted, accepted, proposal_.prefill_seconds};
     for (int32_t token : verdict_.emitted) {
       running = emit(token);
       if (!running) break;
     }
   }
+  record_last_round(policy, stats);
   stats.generated_tokens = static_cast<int>(result.tokens.size());
   stats.decode_seconds = now_seconds() - decode_start;
   return result;

@@ -45,9 +45,13 @@ class Generator {
   // `position` + i) needs to the host, waiting for the forward: one token id per row, chosen on
   // the device, when no penalties apply (the argmax when greedy; plain decoding's own draw for
   // point-mass proposals; speculative sampling for sampled drafts whose q is on this device),
-  // where the backend samples; else the logit rows.
+  // where the backend samples; else the logit rows. Draft tokens left on the device come in the
+  // same download, into proposal_.tokens.
   void fetch_for_verify(const Tensor& logits, const SamplingParams& params, int64_t position);
   void verify_fetched(const SamplingParams& params, int64_t position);
+  // Adds the last round's device times (Backend marks) to `stats` and `policy`. Read one round
+  // late, while the device runs the next verification, so that reading them never holds it up.
+  void record_last_round(DraftLengthPolicy& policy, GenerationStats& stats);
   bool queues_plain(const SamplingParams& params) const;
   // The rest of a plain decode with queued forwards: up to `remaining` tokens after context_,
   // each passed to `emit` until it returns false.
@@ -65,11 +69,20 @@ class Generator {
   TokenHistory output_history_;
   DraftProposal proposal_;
   VerifyResult verdict_;
-  std::vector<int32_t> context_;               // prompt + emitted tokens
-  std::vector<float> logits_;                  // [max_logit_rows, vocab] host copy
-  bool fetched_ids_ = false;                   // the last fetch copied token ids, not logits
-  DeviceBuffer ids_buffer_;                    // [max_logit_rows] i32 on the model's device
-  std::vector<int32_t> ids_;                   // [max_logit_rows] host copy
+  std::vector<int32_t> context_;  // prompt + emitted tokens
+  std::vector<float> logits_;     // [max_logit_rows, vocab] host copy
+  bool fetched_ids_ = false;      // the last fetch copied token ids, not logits
+  // [2 * max_logit_rows] i32 on the model's device: a fetch's ids, then drafts left there
+  DeviceBuffer ids_buffer_;
+  std::vector<int32_t> ids_;  // [2 * max_logit_rows] host copy
+  uint64_t verify_end_ = 0;   // Backend::mark after the last fetch's ops
+  struct RoundMarks {         // a round whose times record_last_round has not read yet
+    bool pending = false;
+    uint64_t draft_start = 0, verify_start = 0, verify_end = 0;
+    int drafted = 0, accepted = 0;
+    double prefill_seconds = 0;
+  };
+  RoundMarks last_round_;
   std::vector<RowSampling> row_sampling_;      // [max_logit_rows]
   std::vector<double> u_accept_, u_resample_;  // [max_logit_rows] uniforms of sampled drafts
   std::vector<int32_t> rows_;                  // [max_rows] tokens of one forward

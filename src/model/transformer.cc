@@ -118,16 +118,17 @@ Tensor Transformer::forward(const ForwardBatch& batch, KvCache& kv) {
 
   // Check the rows on the host (device kernels skip out-of-range rows instead of failing), then
   // stage the index arrays on the device in one copy:
-  // [tokens | positions | slots | cache_index | logit rows]; device tokens are copied in there.
+  // [tokens | positions | slots | cache_index | logit rows]; device tokens are copied in after.
   const KvCacheShape& kv_shape = kv.shape();
   const int32_t* slots = batch.slots ? batch.slots : zero_slots_.data();
   const int32_t* cache_index = batch.cache_index ? batch.cache_index : batch.positions;
-  SPECD_CHECK(batch.tokens != nullptr || batch.device_tokens != nullptr,
-              "a forward without tokens");
+  // Rows [0, host_rows) take their tokens from the host.
+  const int host_rows = batch.device_tokens != nullptr ? batch.device_tokens_from : m;
+  SPECD_CHECK(host_rows >= 0 && host_rows <= m && (host_rows == 0 || batch.tokens != nullptr),
+              "a forward of {} rows with host tokens for {}", m, host_rows);
   for (int i = 0; i < m; ++i) {
-    SPECD_CHECK(
-        batch.device_tokens != nullptr || (batch.tokens[i] >= 0 && batch.tokens[i] < c.vocab_size),
-        "token id {} is outside the vocabulary [0, {})", batch.tokens[i], c.vocab_size);
+    SPECD_CHECK(i >= host_rows || (batch.tokens[i] >= 0 && batch.tokens[i] < c.vocab_size),
+                "token id {} is outside the vocabulary [0, {})", batch.tokens[i], c.vocab_size);
     SPECD_CHECK(batch.positions[i] >= 0 && batch.positions[i] < limits_.max_positions,
                 "position {} is outside the context of {} positions", batch.positions[i],
                 limits_.max_positions);
@@ -140,15 +141,19 @@ Tensor Transformer::forward(const ForwardBatch& batch, KvCache& kv) {
     SPECD_CHECK(batch.logit_rows[i] >= 0 && batch.logit_rows[i] < m, "logit row {} out of range",
                 batch.logit_rows[i]);
   }
-  const int32_t* host[4] = {batch.tokens, batch.positions, slots, cache_index};
-  const int first = batch.device_tokens != nullptr ? 1 : 0;  // device tokens: not staged
-  for (int a = first; a < 4; ++a) std::memcpy(&staged_[a * m], host[a], m * sizeof(int32_t));
+  // Rows with device tokens stage zeros, overwritten on the device after the upload.
+  if (host_rows > 0) std::copy_n(batch.tokens, host_rows, staged_.begin());
+  std::fill(staged_.begin() + host_rows, staged_.begin() + m, 0);
+  const int32_t* host[3] = {batch.positions, slots, cache_index};
+  for (int a = 0; a < 3; ++a) std::memcpy(&staged_[(a + 1) * m], host[a], m * sizeof(int32_t));
   const int n_picked = batch.logit_rows != nullptr ? n_logits : 0;
   if (n_picked > 0) std::memcpy(&staged_[4 * m], batch.logit_rows, n_picked * sizeof(int32_t));
   auto* idx = static_cast<int32_t*>(indices_.data());
-  backend_.copy_to_device(idx + first * m, &staged_[first * m],
-                          ((4 - first) * m + n_picked) * sizeof(int32_t));
-  if (first == 1) backend_.copy_on_device(idx, batch.device_tokens, m * sizeof(int32_t));
+  backend_.copy_to_device(idx, staged_.data(), (4 * m + n_picked) * sizeof(int32_t));
+  if (host_rows < m) {
+    backend_.copy_on_device(idx + host_rows, batch.device_tokens,
+                            (m - host_rows) * sizeof(int32_t));
+  }
   const size_t stride = m;
   auto index_view = [&](int a) { return Tensor::make(idx + a * stride, DType::kI32, 1, m, dev); };
   const Tensor picked_rows = Tensor::make(idx + 4 * stride, DType::kI32, 1, n_picked, dev);

@@ -24,10 +24,12 @@ struct ForwardBatch {
   // Rows whose logits are wanted, in output order (nullptr with n_logit_rows == n_rows = all).
   const int32_t* logit_rows = nullptr;
   int n_logit_rows = 0;
-  // Token ids on the model's device in place of `tokens` (for example the argmax of the forward
-  // before, so the host need not wait for it); the host cannot check them: ops skip rows whose
-  // token is outside the vocabulary.
+  // Token ids on the model's device for rows [device_tokens_from, n_rows) (device_tokens[0] is
+  // row device_tokens_from's), in place of `tokens` there: for example the argmax of the forward
+  // before, or a draft's chain, so the host need not wait for them. `tokens` gives the rows
+  // before. The host cannot check them: ops skip rows whose token is outside the vocabulary.
   const int32_t* device_tokens = nullptr;
+  int device_tokens_from = 0;
 };
 
 // The shape of a forward that decoding will run: its row count and how many of its last rows'

@@ -38,10 +38,15 @@ void ChainedDrafter::propose(std::span<const int32_t> context, int max_k,
     d->propose(context, max_k, params, out);
     seconds += out.seconds;
     prefill_seconds += out.prefill_seconds;
-    if (!out.tokens.empty()) break;
+    proposer_ = d;
+    if (out.size() > 0) break;
   }
   out.seconds = seconds;
   out.prefill_seconds = prefill_seconds;
+}
+
+void ChainedDrafter::device_tokens_read(std::span<const int32_t> tokens) {
+  if (proposer_ != nullptr) proposer_->device_tokens_read(tokens);
 }
 
 void OracleDrafter::propose(std::span<const int32_t> context, int max_k, const SamplingParams&,

@@ -17,9 +17,11 @@ class ChainedDrafter final : public Drafter {
   void propose(std::span<const int32_t> context, int max_k, const SamplingParams& params,
                DraftProposal& out) override;
   bool uses_model() const override;
+  void device_tokens_read(std::span<const int32_t> tokens) override;
 
  private:
   std::vector<Drafter*> drafters_;
+  Drafter* proposer_ = nullptr;  // the drafter whose proposal was taken last
 };
 
 // Proposes a known continuation (for example the target's own greedy output): every token is

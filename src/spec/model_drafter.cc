@@ -36,6 +36,7 @@ ModelDrafter::ModelDrafter(Transformer& model, KvCache& kv, int target_vocab, in
 
 void ModelDrafter::reset() {
   cached_.clear();
+  unread_ = 0;
   kv_.truncate(0, 0);
 }
 
@@ -136,13 +137,25 @@ void ModelDrafter::propose_on_device(Tensor logits, int max_k, const SamplingPar
     positions_[0] = static_cast<int32_t>(position + j);
     logits = model_.forward(batch, kv_);
   }
+  unread_ = max_k - 1;  // the last token has not run through the draft
+  kv_.set_length(0, static_cast<int>(cached_.size()) + unread_);
+  if (out.device_tokens_ok && out.verify_device == backend.device()) {
+    out.device_tokens = chain;
+    out.device_count = max_k;
+    out.queued_on = &backend;
+    return;
+  }
   out.tokens.resize(max_k);
   backend.copy_to_host(out.tokens.data(), chain, max_k * sizeof(int32_t));
-  for (int32_t token : out.tokens) {
-    SPECD_CHECK(token >= 0, "no token has a finite logit");
-  }
-  cached_.insert(cached_.end(), out.tokens.begin(), out.tokens.end() - 1);
-  kv_.set_length(0, static_cast<int>(cached_.size()));
+  device_tokens_read(out.tokens);
+}
+
+void ModelDrafter::device_tokens_read(std::span<const int32_t> tokens) {
+  SPECD_CHECK(static_cast<int>(tokens.size()) > unread_, "{} draft tokens read of {}",
+              tokens.size(), unread_ + 1);
+  for (int32_t token : tokens) SPECD_CHECK(token >= 0, "no token has a finite logit");
+  cached_.insert(cached_.end(), tokens.begin(), tokens.begin() + unread_);
+  unread_ = 0;
 }
 
 void ModelDrafter::propose_on_host(Tensor logits, int max_k, const SamplingParams& params,
@@ -168,9 +181,13 @@ void ModelDrafter::propose_on_host(Tensor logits, int max_k, const SamplingParam
 void ModelDrafter::propose(std::span<const int32_t> context, int max_k,
                            const SamplingParams& params, DraftProposal& out) {
   double start = now_seconds();
+  SPECD_CHECK(unread_ == 0, "a draft proposal's device tokens were never read");
   out.tokens.clear();
   out.sampled = !params.greedy();
   out.device_probs = Tensor{};
+  out.device_tokens = nullptr;
+  out.device_count = 0;
+  out.queued_on = nullptr;
   if (out.sampled && out.probs.size() < static_cast<size_t>(max_k) * target_vocab_) {
     out.probs.resize(static_cast<size_t>(max_k) * target_vocab_);
   }
@@ -194,7 +211,7 @@ void ModelDrafter::propose(std::span<const int32_t> context, int max_k,
   } else {
     propose_on_host(logits, max_k, params, position, out);
   }
-  if (device_q) out.device_probs = q_rows.slice_rows(0, static_cast<int64_t>(out.tokens.size()));
+  if (device_q) out.device_probs = q_rows.slice_rows(0, out.size());
   out.seconds = now_seconds() - start;
 }
 

@@ -22,6 +22,7 @@ class ModelDrafter final : public Drafter {
   void propose(std::span<const int32_t> context, int max_k, const SamplingParams& params,
                DraftProposal& out) override;
   bool uses_model() const override { return true; }
+  void device_tokens_read(std::span<const int32_t> tokens) override;
 
  private:
   // Rolls the cache back to the common prefix of `cached_` and `context`, then runs the rest of
@@ -34,7 +35,7 @@ class ModelDrafter final : public Drafter {
                       bool logits_of_last);
   // The draft steps where tokens are chosen on the device (greedy, or sampled with q left in
   // `q_rows`): each step's token feeds the next forward there, and the host waits once, for all
-  // max_k tokens (at most kSmallBatch).
+  // max_k tokens (at most kSmallBatch), or not at all when they may stay on the device.
   void propose_on_device(Tensor logits, int max_k, const SamplingParams& params, int64_t position,
                          const Tensor& q_rows, DraftProposal& out);
   // The draft steps that choose tokens on the host from each step's logits row.
@@ -50,7 +51,10 @@ class ModelDrafter final : public Drafter {
   int usable_vocab_;  // min(target vocab, draft vocab)
   double p_min_;
   Sampler sampler_;
-  std::vector<int32_t> cached_;     // tokens whose K/V are in the draft cache, in order
+  std::vector<int32_t> cached_;  // tokens whose K/V are in the draft cache, in order
+  // Tokens after cached_ whose K/V are in the cache but whose values stayed on the device (the
+  // first unread_ of the last proposal's device tokens).
+  int unread_ = 0;
   std::vector<int32_t> positions_;  // [max_rows] scratch
   std::vector<float> logits_;       // [draft vocab] host copy
   std::vector<float> scratch_;      // [target vocab] probabilities

@@ -83,7 +83,7 @@ RowSampling device_draw(const SamplingParams& params, int64_t position, RandomPu
 SampledDraft device_verify_inputs(const DraftProposal& draft, const SamplingParams& params,
                                   int64_t position, std::span<double> u_accept,
                                   std::span<double> u_resample, RowSampling* bonus) {
-  const size_t k = draft.tokens.size();
+  const size_t k = static_cast<size_t>(draft.size());
   SPECD_CHECK(u_accept.size() >= k && u_resample.size() >= k, "uniform buffers of {} for {}",
               u_accept.size(), k);
   for (size_t i = 0; i < k; ++i) {
@@ -91,7 +91,12 @@ SampledDraft device_verify_inputs(const DraftProposal& draft, const SamplingPara
     u_resample[i] = random_uniform(params.seed, position + i, RandomPurpose::kResample);
   }
   *bonus = device_draw(params, position + static_cast<int64_t>(k), RandomPurpose::kSample);
-  return {draft.tokens, &draft.device_probs, u_accept.first(k), u_resample.first(k)};
+  return {.k = static_cast<int64_t>(k),
+          .tokens = draft.tokens,
+          .device_tokens = draft.device_tokens,
+          .q = &draft.device_probs,
+          .u_accept = u_accept.first(k),
+          .u_resample = u_resample.first(k)};
 }
 
 }  // namespace specd

@@ -262,11 +262,25 @@ TEST_F(CudaSampling, VerifySampledMatchesHostVerifier) {
       const RowSampling last{params.temperature, params.top_k, params.top_p, params.min_p,
                              random_uniform(params.seed, position + k, RandomPurpose::kSample)};
       Tensor dq = upload(q);
-      const SampledDraft draft{proposal.tokens, &dq, u_accept, u_resample};
+      const SampledDraft draft{.k = k,
+                               .tokens = proposal.tokens,
+                               .q = &dq,
+                               .u_accept = u_accept,
+                               .u_resample = u_resample};
       HostTensor ids(DType::kI32, 1, k + 1);
       Tensor dtarget = upload(target), dids = upload(ids);
       ASSERT_TRUE(backend_->verify_sampled(dtarget, last, draft, dids));
       HostTensor got_ids = download(dids, ids);
+      // The same draft tokens read on the device give the same ids.
+      HostTensor tokens(DType::kI32, 1, k);
+      std::copy(proposal.tokens.begin(), proposal.tokens.end(), tokens.i32());
+      Tensor dtokens = upload(tokens), dids_from_device = upload(ids);
+      SampledDraft on_device = draft;
+      on_device.tokens = {};
+      on_device.device_tokens = dtokens.ptr<const int32_t>();
+      ASSERT_TRUE(backend_->verify_sampled(dtarget, last, on_device, dids_from_device));
+      HostTensor ids_from_device = download(dids_from_device, ids);
+      EXPECT_TRUE(std::equal(got_ids.i32(), got_ids.i32() + k + 1, ids_from_device.i32()));
       VerifyResult got;
       output.clear();
       Verifier::verify_tokens(got_ids.i32(), proposal, output, got);

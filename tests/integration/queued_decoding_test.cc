@@ -1,5 +1,6 @@
 // Queued plain decoding (each forward queued before the host reads the token of the one before)
-// emits what waiting for every token emits, ends where it does, and leaves the same cache.
+// emits what waiting for every token emits, ends where it does, and leaves the same cache; draft
+// tokens left on the device verify as downloaded ones do.
 #include <gtest/gtest.h>
 
 #include <random>
@@ -126,6 +127,73 @@ TEST(QueuedDecoding, DraftStepsChainedOnTheDeviceEqualPlainDecoding) {
         plain.generate(GenerateRequest{context, k, {}, {}}).tokens;
     EXPECT_EQ(proposal.tokens, expected);
     context.insert(context.end(), expected.begin(), expected.begin() + (k + 1) / 2);
+  }
+}
+
+// A forward whose last rows read their tokens on the device computes what it computes from host
+// tokens, bit for bit.
+TEST(QueuedDecoding, RowsWithDeviceTokensEqualHostTokens) {
+  TestModel m(kGolden + "qwen3_f32", kCapacity);
+  std::mt19937 rng(11);
+  const std::vector<int32_t> prompt = random_prompt(rng, m.config.vocab_size);
+  Generator(*m.model, *m.kv).prefill(prompt);
+  const int n = static_cast<int>(prompt.size());
+  const int vocab = m.config.vocab_size;
+  const std::vector<int32_t> rows{3, 17, 5, 42, 8};
+  const std::vector<int32_t> positions{n, n + 1, n + 2, n + 3, n + 4};
+  DeviceBuffer device_rows = m.backend->alloc(rows.size() * sizeof(int32_t));
+  m.backend->copy_to_device(device_rows.data(), rows.data(), rows.size() * sizeof(int32_t));
+  std::vector<float> want(rows.size() * vocab), got(rows.size() * vocab);
+  for (int from : {-1, 0, 1, 4}) {  // -1: every token from the host
+    SCOPED_TRACE(from);
+    ForwardBatch batch{static_cast<int>(rows.size()), from == 0 ? nullptr : rows.data(),
+                       positions.data()};
+    if (from >= 0) {
+      batch.device_tokens = static_cast<const int32_t*>(device_rows.data()) + from;
+      batch.device_tokens_from = from;
+    }
+    const Tensor logits = m.model->forward(batch, *m.kv);
+    m.backend->copy_to_host((from < 0 ? want : got).data(), logits.data, logits.bytes());
+    if (from >= 0) EXPECT_TRUE(got == want);
+  }
+  ForwardBatch bad{static_cast<int>(rows.size()), nullptr, positions.data()};
+  bad.device_tokens = static_cast<const int32_t*>(device_rows.data());
+  bad.device_tokens_from = 2;  // host rows without host tokens
+  EXPECT_THROW(m.model->forward(bad, *m.kv), Error);
+}
+
+// A draft whose verification reads its tokens on the device leaves them there: the same tokens
+// as a download, and the next proposal (after they are read) is the same as well.
+TEST(QueuedDecoding, DraftTokensLeftOnTheDeviceEqualDownloadedOnes) {
+  TestModel target(kGolden + "qwen3_f32", kCapacity),
+      left(kGolden + "llama_gqa_f32", kCapacity + kSmallBatch),
+      fetched(kGolden + "llama_gqa_f32", kCapacity + kSmallBatch);
+  const int vocab = target.config.vocab_size;
+  ModelDrafter left_drafter(*left.model, *left.kv, vocab, 8, 0.0);
+  ModelDrafter fetched_drafter(*fetched.model, *fetched.kv, vocab, 8, 0.0);
+  std::mt19937 rng(13);
+  std::vector<int32_t> context = random_prompt(rng, vocab);
+  for (int k : {1, 3, 8, 2}) {
+    SCOPED_TRACE(k);
+    DraftProposal on_device, downloaded;
+    on_device.verify_device = downloaded.verify_device = target.backend->device();
+    on_device.device_tokens_ok = true;
+    left_drafter.propose(context, k, SamplingParams{}, on_device);
+    fetched_drafter.propose(context, k, SamplingParams{}, downloaded);
+    ASSERT_NE(on_device.device_tokens, nullptr);
+    EXPECT_TRUE(on_device.tokens.empty());
+    EXPECT_EQ(on_device.size(), k);
+    EXPECT_EQ(downloaded.device_tokens, nullptr);
+    std::vector<int32_t> tokens(k);
+    left.backend->copy_to_host(tokens.data(), on_device.device_tokens, k * sizeof(int32_t));
+    EXPECT_EQ(tokens, downloaded.tokens);
+    EXPECT_EQ(left.kv->length(0), fetched.kv->length(0));
+    // Proposing again before the tokens are read is refused.
+    if (k == 3) EXPECT_THROW(left_drafter.propose(context, k, SamplingParams{}, on_device), Error);
+    left_drafter.device_tokens_read(tokens);
+    // Half the drafts accepted, then a token of the target's.
+    context.insert(context.end(), tokens.begin(), tokens.begin() + k / 2);
+    context.push_back(static_cast<int32_t>(rng() % vocab));
   }
 }
 

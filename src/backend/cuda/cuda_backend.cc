@@ -107,6 +107,8 @@ CudaBackend::CudaBackend(int device_index) : index_(device_index) {
   for (CUevent_st*& event : download_done_) {
     check(cudaEventCreateWithFlags(&event, cudaEventDisableTiming), "cudaEventCreate");
   }
+  for (CUevent_st*& event : marks_) check(cudaEventCreate(&event), "cudaEventCreate (mark)");
+  check(cudaEventCreateWithFlags(&handoff_, cudaEventDisableTiming), "cudaEventCreate");
 #if SPECD_WITH_CUBLASLT
   if (env_switch("SPECD_CUBLASLT")) lt_ = std::make_unique<cuda::LtGemm>();
 #endif
@@ -127,6 +129,10 @@ CudaBackend::~CudaBackend() {
   for (CUevent_st* event : download_done_) {
     if (event != nullptr) cudaEventDestroy(event);
   }
+  for (CUevent_st* event : marks_) {
+    if (event != nullptr) cudaEventDestroy(event);
+  }
+  if (handoff_ != nullptr) cudaEventDestroy(handoff_);
   if (downloads_ != nullptr) cudaFreeHost(downloads_);
   cudaStreamDestroy(stream_);
 }
@@ -192,6 +198,29 @@ void CudaBackend::finish_download(uint64_t ticket, void* dst) {
   check(cudaEventSynchronize(download_done_[slot]), "cudaEventSynchronize (download)");
   const size_t bytes = download_tickets_.bytes(ticket);
   if (bytes != 0) std::memcpy(dst, downloads_ + slot * kMaxDownload, bytes);
+}
+
+void CudaBackend::wait_for(Backend& other) {
+  if (&other == this) return;
+  auto* cuda = dynamic_cast<CudaBackend*>(&other);
+  SPECD_CHECK(cuda != nullptr && cuda->index_ == index_, "cuda:{} cannot wait for the work of {}",
+              index_, other.describe());
+  check(cudaEventRecord(cuda->handoff_, cuda->stream_), "cudaEventRecord (handoff)");
+  check(cudaStreamWaitEvent(stream_, cuda->handoff_, 0), "cudaStreamWaitEvent");
+}
+
+uint64_t CudaBackend::mark() {
+  check(cudaEventRecord(marks_[next_mark_ % kMarkSlots], stream_), "cudaEventRecord (mark)");
+  return next_mark_++;
+}
+
+double CudaBackend::seconds_between(uint64_t a, uint64_t b) {
+  CUevent_st* from = marks_[mark_slot(a)];
+  CUevent_st* to = marks_[mark_slot(b)];
+  check(cudaEventSynchronize(to), "cudaEventSynchronize (mark)");
+  float ms = 0;
+  check(cudaEventElapsedTime(&ms, from, to), "cudaEventElapsedTime (mark)");
+  return ms * 1e-3;
 }
 
 bool CudaBackend::supports_weights(DType dtype) const {

@@ -42,6 +42,9 @@ class CudaBackend final : public Backend {
   // Into pinned host memory, then an event; finish_download waits for the event.
   uint64_t start_download(const void* src, size_t bytes) override;
   void finish_download(uint64_t ticket, void* dst) override;
+  void wait_for(Backend& other) override;  // an event of other's stream, waited for on this one
+  uint64_t mark() override;                // a timing event recorded on the stream
+  double seconds_between(uint64_t a, uint64_t b) override;
   Tensor place_weight(const Tensor& host, DeviceBuffer* storage) override;
   bool supports_weights(DType dtype) const override;  // float, int8/int4 and GGUF blocks
   void synchronize() override;
@@ -171,6 +174,8 @@ class CudaBackend final : public Backend {
   DownloadTickets download_tickets_;
   std::byte* downloads_ = nullptr;  // [kDownloadSlots, kMaxDownload] pinned host memory
   CUevent_st* download_done_[kDownloadSlots] = {};
+  CUevent_st* marks_[kMarkSlots] = {};  // timing events of mark()
+  CUevent_st* handoff_ = nullptr;       // recorded by wait_for on this stream for another's
   // The attention output that attention() also wrote as the int8/int4 x parts of its reader
   // weight (kIntX scratch); the next small matmul of that x and weight skips its quantisation.
   struct IntXReady {

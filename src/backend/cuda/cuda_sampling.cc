@@ -64,7 +64,9 @@ bool CudaBackend::sample_rows(const Tensor& logits, std::span<const RowSampling>
 bool CudaBackend::verify_sampled(const Tensor& logits, const RowSampling& sampling,
                                  const SampledDraft& draft, Tensor& ids) {
   if (!sampling_) return false;
-  const int64_t k = static_cast<int64_t>(draft.tokens.size());
+  const int64_t k = draft.k;
+  SPECD_CHECK(draft.device_tokens != nullptr || static_cast<int64_t>(draft.tokens.size()) == k,
+              "verify_sampled: {} host draft tokens for k = {}", draft.tokens.size(), k);
   SPECD_CHECK(draft.q != nullptr, "verify_sampled: no draft distributions");
   check_device("verify_sampled", index_, {&logits, &ids, draft.q});
   op_checks::argmax_rows(logits, ids);
@@ -87,10 +89,13 @@ bool CudaBackend::verify_sampled(const Tensor& logits, const RowSampling& sampli
   a.weights = static_cast<float*>(scratch(kSampling, (k + 1) * logits.cols * sizeof(float)));
   a.ids = ids.ptr<int32_t>();
   a.sampling = sample_row(sampling);
+  a.device_draft = draft.device_tokens;  // checked on the device
   for (int64_t i = 0; i < k; ++i) {
-    SPECD_CHECK(draft.tokens[i] >= 0 && draft.tokens[i] < logits.cols,
-                "verify_sampled: draft token {} is outside the vocabulary", draft.tokens[i]);
-    a.draft[i] = draft.tokens[i];
+    if (draft.device_tokens == nullptr) {
+      SPECD_CHECK(draft.tokens[i] >= 0 && draft.tokens[i] < logits.cols,
+                  "verify_sampled: draft token {} is outside the vocabulary", draft.tokens[i]);
+      a.draft[i] = draft.tokens[i];
+    }
     a.u_accept[i] = draft.u_accept[i];
     a.u_resample[i] = draft.u_resample[i];
   }

@@ -257,6 +257,9 @@ struct VerifySampledArgs {
   int32_t* ids = nullptr;    // [rows]
   SampleRow sampling;        // the request's settings (its u unused)
   int32_t draft[kMaxRows] = {};
+  // The draft tokens on the device in place of `draft`; a row whose token is outside the
+  // vocabulary gets id -1.
+  const int32_t* device_draft = nullptr;
   double u_accept[kMaxRows] = {}, u_resample[kMaxRows] = {};
   double u_sample = 0.0;  // the last row's draw
 };

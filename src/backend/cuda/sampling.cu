@@ -372,9 +372,10 @@ __global__ void __launch_bounds__(kThreads) verify_sampled_kernel(VerifySampledA
   int32_t token = -1;
   if (total > 0.0 && r == k) {
     token = draw_column(w, own, mine, a.u_sample * total, s);
-  } else if (total > 0.0) {
+  } else if (total > 0.0 && (a.device_draft == nullptr ||
+                             (a.device_draft[r] >= 0 && a.device_draft[r] < a.cols))) {
     const float* q = a.q + r * a.q_stride;
-    const int x = a.draft[r];
+    const int x = a.device_draft != nullptr ? a.device_draft[r] : a.draft[r];
     __syncthreads();  // w[x] may be another thread's column
     const float p_x = static_cast<float>(w[x] / total), q_x = q[x];
     if (q_x > 0.0f && a.u_accept[r] * q_x < p_x) {
