@@ -157,6 +157,10 @@ void embedding_int(const int32_t* ids, int64_t m, const void* table, DType table
 // dequantised exactly as backend/quant_ref.h. K and w_stride whole blocks, weights 4-byte
 // aligned.
 bool block_quant_dtype(DType dtype);
+// Weights in a quantised format with CUDA kernels: int8/int4 or GGUF blocks.
+inline bool quant_kernel_dtype(DType dtype) {
+  return int_quant_dtype(dtype) || block_quant_dtype(dtype);
+}
 // y = x · wᵀ for each part (x [M, K] f32, w [N, K] blocks, y [M, N] f32; same x, M <= 16, one
 // weight dtype); batch-invariant.
 void matmul_block_small(const MatmulGroup& group, cudaStream_t stream);
