@@ -364,10 +364,7 @@ void BatchEngine::decode_round(std::vector<Sequence*>& batch) {
               : std::min(seq->policy->choose(), batch.size() > 1 ? row_budget_k : max_rows);
     }
     k = std::min({k, remaining - 1, capacity - n, max_rows - 1});
-    seq->proposal.tokens.clear();
-    seq->proposal.device_probs = Tensor{};
-    seq->proposal.seconds = 0;
-    seq->proposal.prefill_seconds = 0;
+    seq->proposal.clear();
     if (k > 0 && seq->drafter) seq->drafter->propose(seq->context, k, g.sampling, seq->proposal);
     if (k > 0 && seq->proposal.tokens.empty() && draft_model) {
       const bool device_verify = !g.sampling.has_penalties() && seq->request->top_logprobs < 0;

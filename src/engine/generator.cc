@@ -240,10 +240,8 @@ GenerationResult Generator::generate(const GenerateRequest& request,
   if (drafter_ && request.max_tokens > 1) drafter_->prefill(request.prompt);
   // The first token comes from the prompt's last row: a verification of an empty draft. Fetching
   // that row waits for the device, so the prefill time includes all of its work.
-  proposal_.tokens.clear();
+  proposal_.clear();
   proposal_.verify_device = model_.backend().device();
-  proposal_.device_probs = Tensor{};
-  proposal_.device_tokens = nullptr;
   fetch_for_verify(logits, params, n_prompt);
   double t0 = now_seconds();
   stats.prefill_seconds = t0 - start;
@@ -268,14 +266,8 @@ GenerationResult Generator::generate(const GenerateRequest& request,
     const int remaining = request.max_tokens - static_cast<int>(result.tokens.size());
     int k = drafter_ ? policy.choose() : 0;
     k = std::min({k, remaining - 1, capacity - n});
-    proposal_.tokens.clear();
-    proposal_.device_probs = Tensor{};
-    proposal_.device_tokens = nullptr;
-    proposal_.device_count = 0;
-    proposal_.queued_on = nullptr;
+    proposal_.clear();
     proposal_.device_tokens_ok = device_tokens_ok;
-    proposal_.seconds = 0;
-    proposal_.prefill_seconds = 0;
     const uint64_t draft_start = backend.mark();
     if (k > 0) drafter_->propose(context_, k, params, proposal_);
     const int drafted = proposal_.size();

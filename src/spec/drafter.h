@@ -34,6 +34,17 @@ struct DraftProposal {
   // The backend whose queue still holds the work that wrote device_tokens and device_probs (the
   // caller makes verification wait for it: Backend::wait_for), or nullptr.
   Backend* queued_on = nullptr;
+  // Forgets the last proposal (tokens, q on the device, device tokens, times); keeps the caller's
+  // settings (verify_device, device_tokens_ok) and the buffers.
+  void clear() {
+    tokens.clear();
+    device_probs = Tensor{};
+    device_tokens = nullptr;
+    device_count = 0;
+    queued_on = nullptr;
+    seconds = 0;
+    prefill_seconds = 0;
+  }
   // How many tokens were proposed, wherever they are.
   int size() const {
     return device_tokens != nullptr ? device_count : static_cast<int>(tokens.size());

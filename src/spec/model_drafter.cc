@@ -182,19 +182,14 @@ void ModelDrafter::propose(std::span<const int32_t> context, int max_k,
                            const SamplingParams& params, DraftProposal& out) {
   double start = now_seconds();
   SPECD_CHECK(unread_ == 0, "a draft proposal's device tokens were never read");
-  out.tokens.clear();
+  out.clear();
   out.sampled = !params.greedy();
-  out.device_probs = Tensor{};
-  out.device_tokens = nullptr;
-  out.device_count = 0;
-  out.queued_on = nullptr;
   if (out.sampled && out.probs.size() < static_cast<size_t>(max_k) * target_vocab_) {
     out.probs.resize(static_cast<size_t>(max_k) * target_vocab_);
   }
   if (max_k <= 0) return;
   SPECD_CHECK(static_cast<int64_t>(context.size()) + max_k <= kv_.shape().capacity,
               "draft context of {} tokens exceeds its cache", context.size() + max_k);
-  out.prefill_seconds = 0;
   Tensor logits = catch_up(context, &out.prefill_seconds);
   int64_t position = static_cast<int64_t>(context.size());  // where the next draft token sits
   // Greedy drafting without the confidence stop picks tokens on the device, each feeding the
