@@ -215,18 +215,20 @@ bool CudaBackend::supports_weights(DType dtype) const {
 
 Tensor CudaBackend::place_weight(const Tensor& host, DeviceBuffer* storage) {
   SPECD_CHECK(host.contiguous(), "cuda: weights must be contiguous to upload");
-  *storage = alloc(host.bytes());
   const void* bytes = host.data;
-  std::vector<uint8_t> split;  // int8/int4 rows in the device layout: codes, then headers
+  size_t size = host.bytes();
+  std::vector<uint8_t> grouped;  // int8/int4 rows in the device layout: groups of 8 rows
   if (cuda::int_quant_dtype(host.dtype)) {
-    split.resize(host.bytes());
-    cuda::split_int_rows(host.data, host.dtype, host.rows, host.stride, split.data());
-    bytes = split.data();
+    size = cuda::int_weight_bytes(host.dtype, host.rows, host.stride);
+    grouped.resize(size);
+    cuda::to_device_int_layout(host.data, host.dtype, host.rows, host.stride, grouped.data());
+    bytes = grouped.data();
   }
+  *storage = alloc(size);
   // On the backend's stream, so that kernels queued after it read the whole weight: cudaMemcpy
   // on the legacy default stream is not ordered with this (non-blocking) stream, and from
-  // pageable memory it returns before its DMA has finished. Synchronised, as `split` dies here.
-  check(cudaMemcpyAsync(storage->data(), bytes, host.bytes(), cudaMemcpyHostToDevice, stream_),
+  // pageable memory it returns before its DMA has finished. Synchronised, as `grouped` dies here.
+  check(cudaMemcpyAsync(storage->data(), bytes, size, cudaMemcpyHostToDevice, stream_),
         "cudaMemcpyAsync (weights)");
   check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
   Tensor out = host;

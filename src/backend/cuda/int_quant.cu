@@ -1,6 +1,6 @@
 // Kernels for specd's load-time weight formats (int8 per output channel, int4 group 128; blocks
-// as in backend/quant_ref.h, each row split on the device into its codes, then its block headers:
-// see split_int_rows): the small-M matmul, the dequantisation of weight slabs to bf16 for the
+// as in backend/quant_ref.h, stored on the device in groups of 8 rows: int_rows.cuh): the small-M
+// matmul, the dequantisation of weight slabs to bf16 for the
 // prefill GEMM, and embedding lookups from a quantised (tied) table. The prefill's slab loop also
 // serves GGUF's block formats (their dequantiser is in gguf_quant.cu).
 //
@@ -57,12 +57,11 @@ __global__ void __launch_bounds__(kWarps * 32) small_int_kernel(ColumnGroup grou
   const MatmulArgs& a = block_part(group, &n0);
   constexpr bool kInt8 = kType == DType::kInt8;
   const int64_t blocks = a.k / kBlockElems;
-  const IntRow layout = int_row(kType, a.w_stride);
+  const IntLayout layout = int_layout(kType, a.w_stride);
   const auto* w = static_cast<const uint8_t*>(a.w);
-  const uint8_t* rows[kCols];
+  int64_t rows[kCols];
 #pragma unroll
-  for (int c = 0; c < kCols; ++c)
-    rows[c] = w + std::min<int64_t>(n0 + c, a.n - 1) * layout.row_bytes;
+  for (int c = 0; c < kCols; ++c) rows[c] = std::min<int64_t>(n0 + c, a.n - 1);
 
   // Block sequence of this lane: int8 one block per warp step, int4 one per half-warp.
   const int64_t stride = kInt8 ? kWarps : 2 * kWarps;
@@ -74,8 +73,9 @@ __global__ void __launch_bounds__(kWarps * 32) small_int_kernel(ColumnGroup grou
 #pragma unroll
     for (int c = 0; c < kCols; ++c) {
       if (b < blocks) {
-        hw[c] = load_word(rows[c] + layout.headers + 4 * b);
-        cw[c] = load_word(rows[c] + b * int_code_bytes(kType) + 4 * sub);
+        hw[c] = load_word(w + int_header_offset(layout, rows[c], b));
+        cw[c] =
+            load_word(w + int_code_offset(layout, rows[c], b * int_code_bytes(kType) + 4 * sub));
       } else {
         hw[c] = cw[c] = 0;
       }
@@ -148,17 +148,18 @@ void launch_small(const ColumnGroup& group, int64_t m, int64_t tiles, cudaStream
       [](auto rows) { return small_int_kernel<kType, decltype(rows)::value>; }, "small_int_kernel");
 }
 
-// Element i of a row of quantised blocks (split: codes, then headers).
-__device__ __forceinline__ float dequant_at(const uint8_t* row, DType dtype, IntRow layout,
-                                            int64_t i) {
+// Element i of row `row` of quantised weights `w` in the device layout.
+__device__ __forceinline__ float dequant_at(const uint8_t* w, DType dtype, IntLayout layout,
+                                            int64_t row, int64_t i) {
   const int64_t b = i / kBlockElems;
   const int j = static_cast<int>(i % kBlockElems);
-  const uint8_t* codes = row + b * int_code_bytes(dtype);
-  const uint32_t header = *reinterpret_cast<const uint32_t*>(row + layout.headers + 4 * b);
+  const int64_t codes = b * int_code_bytes(dtype);
+  const uint32_t header = *reinterpret_cast<const uint32_t*>(w + int_header_offset(layout, row, b));
   if (dtype == DType::kInt8) {
-    return __fmul_rn(__uint_as_float(header), static_cast<float>(static_cast<int8_t>(codes[j])));
+    const auto code = static_cast<int8_t>(w[int_code_offset(layout, row, codes + j)]);
+    return __fmul_rn(__uint_as_float(header), static_cast<float>(code));
   }
-  const uint8_t byte = codes[j % (kBlockElems / 2)];
+  const uint8_t byte = w[int_code_offset(layout, row, codes + j % (kBlockElems / 2))];
   const int code = j < kBlockElems / 2 ? byte & 0x0F : byte >> 4;
   return __fadd_rn(__fmul_rn(half_value(header, 0), static_cast<float>(code)),
                    half_value(header, 1));
@@ -166,32 +167,32 @@ __device__ __forceinline__ float dequant_at(const uint8_t* row, DType dtype, Int
 
 __global__ void dequantize_bf16_kernel(const uint8_t* w, DType dtype, int64_t stride, int64_t rows,
                                        int64_t k, __nv_bfloat16* out) {
-  const IntRow layout = int_row(dtype, stride);
+  const IntLayout layout = int_layout(dtype, stride);
   const int64_t total = rows * k;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t r = i / k, c = i % k;
-    out[i] = __float2bfloat16_rn(dequant_at(w + r * layout.row_bytes, dtype, layout, c));
+    out[i] = __float2bfloat16_rn(dequant_at(w, dtype, layout, r, c));
   }
 }
 
 // The same values, 16 code bytes per thread (int8: 16 weights, int4: 32) read with one 16-byte
-// load and written with 16-byte stores; rows whose codes are 16-byte aligned.
+// load and written with 16-byte stores; weights 16-byte aligned.
 template <DType kType>
 __global__ void dequantize_bf16_wide_kernel(const uint8_t* w, int64_t stride, int64_t rows,
                                             int64_t k, __nv_bfloat16* out) {
   constexpr bool kInt8 = kType == DType::kInt8;
   constexpr int kChunks = kInt8 ? 8 : 4;  // 16-byte chunks of codes per block
-  const IntRow layout = int_row(kType, stride);
+  const IntLayout layout = int_layout(kType, stride);
   const int64_t per_row = k / kBlockElems * kChunks, total = rows * per_row;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t r = i / per_row, b = i % per_row / kChunks;
     const int q = static_cast<int>(i % kChunks);
-    const uint8_t* row = w + r * layout.row_bytes;
-    const uint4 codes =
-        __ldg(reinterpret_cast<const uint4*>(row + b * int_code_bytes(kType) + 16 * q));
-    const uint32_t header = __ldg(reinterpret_cast<const uint32_t*>(row + layout.headers + 4 * b));
+    const int64_t at = int_code_offset(layout, r, b * int_code_bytes(kType) + 16 * q);
+    const uint4 codes = __ldg(reinterpret_cast<const uint4*>(w + at));
+    const uint32_t header =
+        __ldg(reinterpret_cast<const uint32_t*>(w + int_header_offset(layout, r, b)));
     const uint32_t words[4] = {codes.x, codes.y, codes.z, codes.w};
     __nv_bfloat16* block_out = out + r * k + b * kBlockElems;
     __align__(16) __nv_bfloat16 lo[16], hi[16];
@@ -220,14 +221,14 @@ __global__ void dequantize_bf16_wide_kernel(const uint8_t* w, int64_t stride, in
 __global__ void embedding_int_kernel(const int32_t* ids, const uint8_t* table, DType dtype,
                                      int64_t stride, int64_t vocab, int64_t dim, float* out,
                                      int64_t out_stride) {
-  const IntRow layout = int_row(dtype, stride);
+  const IntLayout layout = int_layout(dtype, stride);
   wait_for_inputs();
   allow_next_kernel();
   const int64_t m = blockIdx.x;
   const int64_t id = ids[m];
   if (id < 0 || id >= vocab) return;  // checked on the host; never read outside the table
   for (int64_t d = threadIdx.x; d < dim; d += blockDim.x) {
-    out[m * out_stride + d] = dequant_at(table + id * layout.row_bytes, dtype, layout, d);
+    out[m * out_stride + d] = dequant_at(table, dtype, layout, id, d);
   }
 }
 
@@ -235,16 +236,26 @@ __global__ void embedding_int_kernel(const int32_t* ids, const uint8_t* table, D
 
 bool int_quant_dtype(DType dtype) { return dtype == DType::kInt8 || dtype == DType::kInt4; }
 
-void split_int_rows(const void* blocks, DType dtype, int64_t rows, int64_t stride, void* out) {
+size_t int_weight_bytes(DType dtype, int64_t rows, int64_t stride) {
+  const int64_t groups = (rows + kIntGroupRows - 1) / kIntGroupRows;
+  return static_cast<size_t>(groups * int_layout(dtype, stride).group_bytes);
+}
+
+void to_device_int_layout(const void* blocks, DType dtype, int64_t rows, int64_t stride,
+                          void* out) {
   const int64_t n_blocks = stride / kBlockElems;
   const int block_bytes = int_block_bytes(dtype), code_bytes = int_code_bytes(dtype);
-  const IntRow layout = int_row(dtype, stride);
+  const IntLayout layout = int_layout(dtype, stride);
+  auto* dst = static_cast<uint8_t*>(out);
   for (int64_t r = 0; r < rows; ++r) {
-    const auto* src = static_cast<const uint8_t*>(blocks) + r * layout.row_bytes;
-    auto* dst = static_cast<uint8_t*>(out) + r * layout.row_bytes;
+    const auto* src = static_cast<const uint8_t*>(blocks) + r * n_blocks * block_bytes;
     for (int64_t b = 0; b < n_blocks; ++b) {
-      std::memcpy(dst + layout.headers + 4 * b, src + b * block_bytes, 4);
-      std::memcpy(dst + b * code_bytes, src + b * block_bytes + 4, code_bytes);
+      const uint8_t* block = src + b * block_bytes;
+      std::memcpy(dst + int_header_offset(layout, r, b), block, 4);
+      for (int at = 0; at < code_bytes; at += kIntPieceBytes) {
+        std::memcpy(dst + int_code_offset(layout, r, b * code_bytes + at), block + 4 + at,
+                    kIntPieceBytes);
+      }
     }
   }
 }
@@ -278,15 +289,16 @@ void matmul_quant_gemm(const MatmulArgs& a, void* slab, cudaStream_t stream,
   if (!block_format && !int_quant_dtype(a.w_dtype)) {
     fail_message("cuda quantised GEMM: the weights are not in a quantised format");
   }
-  const int64_t slab_rows = dequant_slab_rows(a.k);
-  const auto row_bytes = block_format ? static_cast<int64_t>(dtype_row_bytes(a.w_dtype, a.w_stride))
-                                      : int_row(a.w_dtype, a.w_stride).row_bytes;
+  const int64_t slab_rows = dequant_slab_rows(a.k);  // whole groups of 8 int8/int4 rows
+  const auto row_bytes = static_cast<int64_t>(dtype_row_bytes(a.w_dtype, a.w_stride));
   for (int64_t n0 = 0; n0 < a.n; n0 += slab_rows) {
     const int64_t rows = std::min(slab_rows, a.n - n0);
-    const auto* w = static_cast<const uint8_t*>(a.w) + n0 * row_bytes;
+    const auto* w =
+        static_cast<const uint8_t*>(a.w) +
+        (block_format ? n0 * row_bytes : int_group_offset(int_layout(a.w_dtype, a.w_stride), n0));
     if (block_format) {
       dequantize_block_bf16(w, a.w_dtype, row_bytes, rows, a.k, slab, stream);
-    } else if (row_bytes % 16 == 0 && reinterpret_cast<uintptr_t>(w) % 16 == 0) {
+    } else if (reinterpret_cast<uintptr_t>(w) % 16 == 0) {
       const int64_t chunks = rows * a.k / 16;  // at least 16 codes per thread
       const auto blocks = static_cast<unsigned>(std::min<int64_t>((chunks + 255) / 256, 8192));
       auto* bf16 = static_cast<__nv_bfloat16*>(slab);

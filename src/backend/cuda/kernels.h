@@ -140,12 +140,13 @@ void round_x_bf16(const MatmulArgs& a, const MatmulScratch& scratch, cudaStream_
 void add_bias(const MatmulArgs& a, cudaStream_t stream);
 
 // specd's load-time formats (kInt8, kInt4; int_quant.cu). K and w_stride whole 128-element
-// blocks, rows 4-byte aligned. On the device each row is split: the codes of its blocks (128
-// bytes per int8 block, 64 per int4 block, as in the block), then the blocks' 4-byte headers;
-// the row keeps its size.
+// blocks. On the device the rows are stored in groups of 8, codes in 64-byte pieces side by side,
+// then the headers (int_rows.cuh).
 bool int_quant_dtype(DType dtype);
-// out [rows, stride] in the device layout = the host blocks [rows, stride] (stride: elements).
-void split_int_rows(const void* blocks, DType dtype, int64_t rows, int64_t stride, void* out);
+// Bytes of [rows, stride] weights in the device layout (rows rounded up to groups of 8).
+size_t int_weight_bytes(DType dtype, int64_t rows, int64_t stride);
+// out (int_weight_bytes, zeroed) = the host blocks [rows, stride] in the device layout.
+void to_device_int_layout(const void* blocks, DType dtype, int64_t rows, int64_t stride, void* out);
 // y = x · wᵀ for each part (same x, M <= 16, one weight dtype); batch-invariant.
 void matmul_int_small(const MatmulGroup& group, cudaStream_t stream);
 // Embedding rows dequantised from an int8/int4 table (a tied LM head).

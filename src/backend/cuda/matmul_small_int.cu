@@ -8,10 +8,11 @@
 // (int8 as s8, int4 nibbles as u8), each block's two products a · q and b · q are exact integer
 // sums, and acc += d s (sum_a + sum_b / 254) adds the block in K order (int4: + m · the sum of
 // x's quantised values). A warp owns a tile of 16 weight rows and a K range of whole blocks, as
-// the bf16 kernel does (same plan, same fixed-order reduction). The rows are split on the device
-// (codes, then headers; kernels.h), so lane (g, c) loads its codes of weight rows g and g + 8
-// with 16-byte loads: int8 bytes 32c .. 32c + 31 (k in that order), int4 bytes 16c .. 16c + 15
-// (low nibbles k = 16c .., high nibbles k + 64). Integer sums do not depend on the order of k, so
+// the bf16 kernel does (same plan, same fixed-order reduction). The weights are stored in groups
+// of 8 rows, 64-byte pieces of the 8 rows side by side (int_rows.cuh), so lane (g, c) loads its
+// codes of weight rows g and g + 8 with 16-byte loads that together read 512 contiguous bytes:
+// bytes 16c .. 16c + 15 of each 64-byte piece of a block (int8: k = 16c .. and 64 + 16c ..; int4:
+// low nibbles k = 16c .., high nibbles k + 64). Integer sums do not depend on the order of k, so
 // each lane's words are its mma fragments as they come, and x's words are read in the same k
 // order. The next step's words are loaded while this one multiplies (the first before waiting
 // for the previous kernel); for up to 8 rows int4 takes two blocks per step, as many bytes in
@@ -36,11 +37,14 @@ using int_x::kXBlockBytes;
 using int_x::x_quant_view;
 using int_x::XQuant;
 
+constexpr int kPieceStride = kIntGroupRows * kIntPieceBytes;  // piece p to p + 1 of a group
+
 template <DType kType>
 struct Format {
   static constexpr bool kInt8 = kType == DType::kInt8;
   static constexpr int kCodeBytes = int_code_bytes(kType);
   static constexpr int kWords = kInt8 ? 8 : 4;  // code words per lane and row
+  static constexpr int kPieces = kCodeBytes / kIntPieceBytes;
 };
 
 // One warp per (row, block): lane L quantises elements 4L .. 4L + 3 of x (of act(gate) * x when
@@ -139,28 +143,25 @@ struct XWords {
     return i % 4 == 0 ? v.x : i % 4 == 1 ? v.y : i % 4 == 2 ? v.z : v.w;
   }
 };
-// One part (0: a, 1: b) of an x row's block at the lane's k (zeros where not `valid`): int8
-// k = 32c .. 32c + 31; int4 k = 16c .. 16c + 15 and 64 + 16c .. 64 + 16c + 15.
-template <DType kType>
+// One part (0: a, 1: b) of an x row's block at the lane's k, 16c .. 16c + 15 and 64 + 16c ..
+// 64 + 16c + 15 (zeros where not `valid`).
 __device__ __forceinline__ void load_x_part(const int8_t* block, int part, bool valid, int c,
                                             uint4 (&out)[2]) {
-  const int first = Format<kType>::kInt8 ? 32 * c : 16 * c;
-  const int second = Format<kType>::kInt8 ? 32 * c + 16 : 64 + 16 * c;
-  const int8_t* p = block + part * kBlockK;
-  out[0] = valid ? *reinterpret_cast<const uint4*>(p + first) : make_uint4(0, 0, 0, 0);
-  out[1] = valid ? *reinterpret_cast<const uint4*>(p + second) : make_uint4(0, 0, 0, 0);
+  const int8_t* p = block + part * kBlockK + 16 * c;
+  out[0] = valid ? *reinterpret_cast<const uint4*>(p) : make_uint4(0, 0, 0, 0);
+  out[1] = valid ? *reinterpret_cast<const uint4*>(p + 64) : make_uint4(0, 0, 0, 0);
 }
-template <DType kType>
 __device__ __forceinline__ XWords load_x_words(const int8_t* block, bool valid, int c) {
   XWords x{};
   if (!valid) return x;
-  load_x_part<kType>(block, 0, true, c, x.a);
-  load_x_part<kType>(block, 1, true, c, x.b);
+  load_x_part(block, 0, true, c, x.a);
+  load_x_part(block, 1, true, c, x.b);
   return x;
 }
 
 // The weight words of mma step j (0..3) of a block for rows g, g + 8: the lane's words 2j (w[0],
-// w[1]) and 2j + 1 (w[2], w[3]); int4 word i holds low nibbles k = 16c + 4i, high nibbles k + 64.
+// w[1]) and 2j + 1 (w[2], w[3]); int8 word i holds k = 16c + 4i (i < 4) or 64 + 16c + 4(i - 4),
+// int4 word i low nibbles k = 16c + 4i, high nibbles k + 64.
 template <DType kType>
 __device__ __forceinline__ void weight_words(const uint32_t (&q)[2][Format<kType>::kWords], int j,
                                              uint32_t (&w)[4]) {
@@ -249,10 +250,12 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
   const int64_t steps = (mine + kPer - 1) / kPer;
   const uint64_t policy = weights_l2_policy();
 
-  // Rows g and g + 8 of a tile (row 0 of the part, never used, past its end).
+  // Rows g and g + 8 of a tile (row g of the part, never used, past its end): the lane's bytes
+  // of their first piece and their headers of block 0. Each half of a tile is one group of 8 rows
+  // (tile_column keeps 8 rows together), row g of it.
   struct Rows {
-    const uint8_t* row[2];
-    int64_t headers;  // offset of a row's block headers
+    const uint8_t* codes[2];
+    const uint8_t* headers[2];
     bool ok[2];
   };
   auto rows_of = [&](int64_t tile) {
@@ -260,13 +263,14 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
     if (tile >= tiles) return out;
     const TileSpot spot = find_tile(group, tile);
     const MatmulArgs& a = group.part[spot.part];
-    const IntRow layout = int_row(kType, a.w_stride);
-    out.headers = layout.headers;
+    const IntLayout layout = int_layout(kType, a.w_stride);
+    const auto* w = static_cast<const uint8_t*>(a.w);
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int64_t n = tile_column(a, spot.n0, g + 8 * h);
       out.ok[h] = n < a.n;
-      out.row[h] = static_cast<const uint8_t*>(a.w) + (out.ok[h] ? n : 0) * layout.row_bytes;
+      out.codes[h] = w + int_code_offset(layout, out.ok[h] ? n : g, 16 * c);
+      out.headers[h] = w + int_header_offset(layout, out.ok[h] ? n : g, 0);
     }
     return out;
   };
@@ -281,11 +285,12 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const bool ok = rows.ok[h] && i < mine;
-        const uint8_t* codes = rows.row[h] + block * F::kCodeBytes + F::kWords * 4 * c;
-        out.head[p][h] = ok ? load_header(rows.row[h] + rows.headers + 4 * block) : 0u;
+        const uint8_t* codes = rows.codes[h] + block * F::kPieces * kPieceStride;
+        out.head[p][h] = ok ? load_header(rows.headers[h] + block * kIntGroupRows * 4) : 0u;
 #pragma unroll
-        for (int v = 0; v < F::kWords / 4; ++v) {
-          const uint4 u = ok ? load_codes(codes + 16 * v, policy) : make_uint4(0, 0, 0, 0);
+        for (int v = 0; v < F::kPieces; ++v) {
+          const uint4 u =
+              ok ? load_codes(codes + v * kPieceStride, policy) : make_uint4(0, 0, 0, 0);
           out.q[p][h][4 * v] = u.x, out.q[p][h][4 * v + 1] = u.y;
           out.q[p][h][4 * v + 2] = u.z, out.q[p][h][4 * v + 3] = u.w;
         }
@@ -318,8 +323,8 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
         if constexpr (kStacked && !kTwoTiles) {
           const float2 xs = c < a0.m ? xq.scales[c * n_blocks + block] : make_float2(0, 0);
           uint4 part[2];
-          load_x_part<kType>(xq.codes + ((g >> 1) * n_blocks + block) * kXBlockBytes, g & 1,
-                             (g >> 1) < a0.m, c, part);
+          load_x_part(xq.codes + ((g >> 1) * n_blocks + block) * kXBlockBytes, g & 1,
+                      (g >> 1) < a0.m, c, part);
           int sum[4] = {0, 0, 0, 0};
           multiply_block_stacked<kType>(w.q[p], part, sum);
           acc0[0] = add_sums<kType>(acc0[0], w.head[p][0], sum[0], sum[1], xs);
@@ -332,24 +337,23 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
             xs[r] = scaled[r] ? xq.scales[x_row * n_blocks + block] : make_float2(0, 0);
           }
           int sum_a[4] = {0, 0, 0, 0}, sum_b[4] = {0, 0, 0, 0};
-          const XWords x0 =
-              load_x_words<kType>(xq.codes + (g * n_blocks + block) * kXBlockBytes, has0, c);
+          const XWords x0 = load_x_words(xq.codes + (g * n_blocks + block) * kXBlockBytes, has0, c);
           multiply_block<kType>(w.q[p], x0, sum_a, sum_b);
           add_block<kType>(acc0, w.head[p], sum_a, sum_b, xs[0], xs[1]);
           if constexpr (kTwoTiles && kStacked) {  // x rows 8 + c, as the stacked branch above
             const float2 xs1 =
                 8 + c < a0.m ? xq.scales[(8 + c) * n_blocks + block] : make_float2(0, 0);
             uint4 part[2];
-            load_x_part<kType>(xq.codes + ((8 + (g >> 1)) * n_blocks + block) * kXBlockBytes, g & 1,
-                               8 + (g >> 1) < a0.m, c, part);
+            load_x_part(xq.codes + ((8 + (g >> 1)) * n_blocks + block) * kXBlockBytes, g & 1,
+                        8 + (g >> 1) < a0.m, c, part);
             int sum[4] = {0, 0, 0, 0};
             multiply_block_stacked<kType>(w.q[p], part, sum);
             acc1[0] = add_sums<kType>(acc1[0], w.head[p][0], sum[0], sum[1], xs1);
             acc1[1] = add_sums<kType>(acc1[1], w.head[p][1], sum[2], sum[3], xs1);
           } else if constexpr (kTwoTiles) {
             int sum_a1[4] = {0, 0, 0, 0}, sum_b1[4] = {0, 0, 0, 0};
-            const XWords x1 = load_x_words<kType>(
-                xq.codes + ((g + 8) * n_blocks + block) * kXBlockBytes, has1, c);
+            const XWords x1 =
+                load_x_words(xq.codes + ((g + 8) * n_blocks + block) * kXBlockBytes, has1, c);
             multiply_block<kType>(w.q[p], x1, sum_a1, sum_b1);
             add_block<kType>(acc1, w.head[p], sum_a1, sum_b1, xs[2], xs[3]);
           }
