@@ -16,6 +16,20 @@ constexpr int kOneBlockCols = 2 * kCols;      // rows up to this long stay one b
 
 inline int64_t slices(int64_t cols) { return std::max<int64_t>(1, (cols + kCols - 1) / kCols); }
 
+// Column of this thread's element i (0..kPerThread - 1) of slice `slice` (blocks of kThreads).
+__device__ __forceinline__ int column(int slice, int i) {
+  return slice * kCols + i * kThreads + static_cast<int>(threadIdx.x);
+}
+// This thread's elements of slice `slice` of `row`, loaded at once (`fill` past `cols`).
+__device__ __forceinline__ void load(const float* row, int slice, int cols, float fill,
+                                     float (&v)[kPerThread]) {
+#pragma unroll
+  for (int i = 0; i < kPerThread; ++i) {
+    const int c = column(slice, i);
+    v[i] = c < cols ? row[c] : fill;
+  }
+}
+
 // True in the last of a row's `blocks` blocks to arrive at its `ticket` (zero before; that block
 // resets it for the next launch), which then sees what the others wrote before arriving. Every
 // thread of the block calls it.

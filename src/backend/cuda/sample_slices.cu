@@ -58,16 +58,12 @@ __device__ T block_reduce(T v, Op op) {  // a fixed tree: lanes, then warps in o
 }
 
 __global__ void __launch_bounds__(kThreads) slice_max_kernel(SliceArgs a) {
-  const int slice = blockIdx.x, j = blockIdx.y, begin = slice * kSliceCols;
+  const int slice = blockIdx.x, j = blockIdx.y;
   const float* row = a.logits + a.row[j] * a.stride;
   wait_for_inputs();
   allow_next_kernel();
   float v[kPerThread];
-#pragma unroll
-  for (int i = 0; i < kPerThread; ++i) {
-    const int c = begin + i * kThreads + static_cast<int>(threadIdx.x);
-    v[i] = c < a.cols ? row[c] : -INFINITY;
-  }
+  row_slices::load(row, slice, a.cols, -INFINITY, v);
   float mx = -INFINITY;
 #pragma unroll
   for (int i = 0; i < kPerThread; ++i) mx = fmaxf(mx, v[i]);
@@ -127,7 +123,7 @@ __device__ int draw_in_slice(const float* w, int cols, int slice, double before,
 }
 
 __global__ void __launch_bounds__(kThreads) slice_draw_kernel(SliceArgs a) {
-  const int slice = blockIdx.x, j = blockIdx.y, begin = slice * kSliceCols;
+  const int slice = blockIdx.x, j = blockIdx.y;
   const float* row = a.logits + a.row[j] * a.stride;
   float* w = a.weights + static_cast<int64_t>(j) * a.cols;
   wait_for_inputs();
@@ -136,7 +132,7 @@ __global__ void __launch_bounds__(kThreads) slice_draw_kernel(SliceArgs a) {
   double sum = 0.0;
 #pragma unroll
   for (int i = 0; i < kPerThread; ++i) {
-    const int c = begin + i * kThreads + static_cast<int>(threadIdx.x);
+    const int c = row_slices::column(slice, i);
     if (c >= a.cols) continue;
     const float l = row[c];
     const float e =

@@ -94,20 +94,14 @@ __global__ void __launch_bounds__(row_slices::kThreads)
   constexpr int kSliceThreads = row_slices::kThreads, kPerThread = row_slices::kPerThread;
   const int slice = blockIdx.x, slices = gridDim.x;
   const int64_t r = blockIdx.y;
-  const float* row = logits + r * stride;
-  const int begin = slice * row_slices::kCols;
   wait_for_inputs();
   allow_next_kernel();
   float v[kPerThread];
-#pragma unroll
-  for (int i = 0; i < kPerThread; ++i) {
-    const int c = begin + i * kSliceThreads + static_cast<int>(threadIdx.x);
-    v[i] = c < cols ? row[c] : 0.0f;
-  }
+  row_slices::load(logits + r * stride, slice, cols, 0.0f, v);
   Best best{0.0f, INT_MAX};
 #pragma unroll
   for (int i = 0; i < kPerThread; ++i) {
-    const int c = begin + i * kSliceThreads + static_cast<int>(threadIdx.x);
+    const int c = row_slices::column(slice, i);
     if (c < cols) take(best, v[i], c);
   }
   best = block_best<kSliceThreads>(best);
