@@ -22,8 +22,8 @@
 // each row's a and b parts side by side, so one mma per k step yields both sums (half the mma
 // and half the x words), lane (g, c) scales x row c, and int8 also takes two blocks per step.
 // The integer sums are the same and each (row, column) is scaled and added in the same order, so
-// the bits equal those of 5 to 16 rows (SPECD_CUDA_INT_STACK=0 turns it off). int8 with 9 to 12
-// rows stacks its second tile (x rows 8-11) the same way.
+// the bits equal those of 5 to 16 rows (SPECD_CUDA_INT_STACK=0 turns it off). With 9 to 12 rows
+// the second tile (x rows 8-11) is stacked the same way.
 #include "backend/cuda/int_rows.cuh"
 #include "backend/cuda/int_x.cuh"
 #include "backend/cuda/small_mma.cuh"
@@ -380,15 +380,14 @@ void launch(const MatmulGroup& group, const SmallMatmulPlan& plan, const XQuant&
   constexpr int kPer = kType == DType::kInt8 ? 1 : 2;
   // Stacked (up to 4 rows), x's words take half the registers, so int8 loads two blocks per step
   // too (one H200: int8 decode +2.9% against one block).
-  // int8 with 9 to 12 rows stacks the second tile's rows (x rows 8-11): 12 mma a block instead
-  // of 16 (one H200: the 9-row products 6-9% faster; int4's were not).
+  // 9 to 12 rows stack the second tile's rows (x rows 8-11): 12 mma a block instead of 16 (one
+  // H200: the 9-row products 6-9% faster in int8, 9-14% in int4 once the weights were stored in
+  // groups of 8 rows).
   const int64_t m = group.part[0].m;
-  constexpr bool kStackSecond = kType == DType::kInt8;
-  auto kernel = m > 12 || (m > 8 && (!plan.stacked_x || !kStackSecond))
-                    ? small_int_mma_kernel<kType, true, 1>
-                : m > 8                    ? small_int_mma_kernel<kType, true, 1, kStackSecond>
-                : m > 4 || !plan.stacked_x ? small_int_mma_kernel<kType, false, kPer>
-                                           : small_int_mma_kernel<kType, false, 2, true>;
+  auto kernel = m > 12 || (m > 8 && !plan.stacked_x) ? small_int_mma_kernel<kType, true, 1>
+                : m > 8                              ? small_int_mma_kernel<kType, true, 1, true>
+                : m > 4 || !plan.stacked_x           ? small_int_mma_kernel<kType, false, kPer>
+                                                     : small_int_mma_kernel<kType, false, 2, true>;
   check(cudaLaunchKernelEx(&launch.config, kernel, group, xq, plan.block_splits, scratch.partials,
                            scratch.tickets),
         "small_int_mma_kernel");
