@@ -1,8 +1,8 @@
 // Kernels for specd's load-time weight formats (int8 per output channel, int4 group 128; blocks
 // as in backend/quant_ref.h, stored on the device in groups of 8 rows: int_rows.cuh): the small-M
-// matmul, the dequantisation of weight slabs to bf16 for the
-// prefill GEMM, and embedding lookups from a quantised (tied) table. The prefill's slab loop also
-// serves GGUF's block formats (their dequantiser is in gguf_quant.cu).
+// matmul, the dequantisation of weight slabs to bf16 for the prefill GEMM, and embedding lookups
+// from a quantised (tied) table. The prefill's slab loop also serves GGUF's block formats (their
+// dequantiser is in gguf_quant.cu).
 //
 // Small M (1 to 16 rows) on CUDA cores, where the tensor-core kernel (matmul_small_int.cu) does
 // not apply (x rows not 16-byte aligned, or SPECD_CUDA_INT_MMA=0): a block of 8 warps owns 4
