@@ -120,8 +120,7 @@ struct SmallMatmulPlan {
 SmallMatmulPlan plan_small_matmul(const MatmulGroup& group, int multiprocessors);
 // The small-M tensor-core kernels take this product: bf16 weights (K % 8 == 0, 16-byte aligned
 // rows) or int8/int4 (K whole 128-element blocks, rows of a multiple of 4 blocks, weights 16-byte
-// aligned),
-// x rows 16-byte aligned.
+// aligned), x rows 16-byte aligned.
 bool small_tensor_cores(const MatmulArgs& a);
 // The int8/int4 tensor-core kernels take a gated x (a.gate set; combined while x is quantised):
 // a product they take, gate rows 16-byte aligned.
