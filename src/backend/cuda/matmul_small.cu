@@ -417,8 +417,8 @@ __global__ void __launch_bounds__(256) small_generic_kernel(MatmulArgs a) {
 bool small_tensor_cores(const MatmulArgs& a) {
   const bool x_ok = a.x_stride % 4 == 0 && reinterpret_cast<uintptr_t>(a.x) % 16 == 0;
   if (a.w_dtype == DType::kInt8 || a.w_dtype == DType::kInt4) {
-    // Whole blocks, rows of a multiple of 512 elements: with fewer, the CUDA-core kernel's one-row steps
-    // were faster (docs/cuda_backend.md, weight quantisation).
+    // Whole blocks, rows of a multiple of 512 elements: with fewer, the CUDA-core kernel's
+    // one-row steps were faster (docs/cuda_backend.md, weight quantisation).
     return x_ok && a.k % 128 == 0 && a.w_stride % 512 == 0 &&
            reinterpret_cast<uintptr_t>(a.w) % 16 == 0;
   }
