@@ -15,6 +15,7 @@
 // whatever M.
 #include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include "backend/cuda/int_rows.cuh"
 #include "backend/cuda/small_quant.cuh"
@@ -247,10 +248,13 @@ void to_device_int_layout(const void* blocks, DType dtype, int64_t rows, int64_t
   const int block_bytes = int_block_bytes(dtype), code_bytes = int_code_bytes(dtype);
   const IntLayout layout = int_layout(dtype, stride);
   auto* dst = static_cast<uint8_t*>(out);
-  for (int64_t r = 0; r < rows; ++r) {
-    const auto* src = static_cast<const uint8_t*>(blocks) + r * n_blocks * block_bytes;
+  const std::vector<uint8_t> zeros(block_bytes, 0);  // the padding rows of the last group
+  const int64_t padded = (rows + kIntGroupRows - 1) / kIntGroupRows * kIntGroupRows;
+  for (int64_t r = 0; r < padded; ++r) {
     for (int64_t b = 0; b < n_blocks; ++b) {
-      const uint8_t* block = src + b * block_bytes;
+      const uint8_t* block =
+          r < rows ? static_cast<const uint8_t*>(blocks) + (r * n_blocks + b) * block_bytes
+                   : zeros.data();
       std::memcpy(dst + int_header_offset(layout, r, b), block, 4);
       for (int at = 0; at < code_bytes; at += kIntPieceBytes) {
         std::memcpy(dst + int_code_offset(layout, r, b * code_bytes + at), block + 4 + at,

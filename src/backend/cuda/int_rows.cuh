@@ -5,6 +5,8 @@
 // at upload.
 #pragma once
 
+#include <cuda_runtime.h>  // __host__ __device__, also for host code
+
 #include <cstdint>
 
 #include "core/dtype.h"

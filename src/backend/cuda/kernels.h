@@ -145,7 +145,7 @@ void add_bias(const MatmulArgs& a, cudaStream_t stream);
 bool int_quant_dtype(DType dtype);
 // Bytes of [rows, stride] weights in the device layout (rows rounded up to groups of 8).
 size_t int_weight_bytes(DType dtype, int64_t rows, int64_t stride);
-// out (int_weight_bytes, zeroed) = the host blocks [rows, stride] in the device layout.
+// out (int_weight_bytes) = the host blocks [rows, stride] in the device layout, padding rows zero.
 void to_device_int_layout(const void* blocks, DType dtype, int64_t rows, int64_t stride, void* out);
 // y = x · wᵀ for each part (same x, M <= 16, one weight dtype); batch-invariant.
 void matmul_int_small(const MatmulGroup& group, cudaStream_t stream);
