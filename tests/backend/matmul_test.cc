@@ -172,22 +172,8 @@ void check_batch_invariance(CpuBackend& be, DType dtype, int64_t k, int64_t n, u
   HostTensor w = HostTensor(dtype, n, k).random(seed + 1);
   HostTensor bias = HostTensor(DType::kBF16, 1, n).random(seed + 2);
   HostTensor y0 = HostTensor(DType::kF32, kSmallBatch, n).random(seed + 3);
-  const Tensor* b = with_bias ? &bias.t() : nullptr;
-  HostTensor alone = y0.clone();
-  for (int64_t r = 0; r < kSmallBatch; ++r) {
-    Tensor out = alone.t().slice_rows(r, 1);
-    be.matmul(x.t().slice_rows(r, 1), w.t(), b, out, accumulate);
-  }
-  for (int64_t m = 1; m <= kSmallBatch; ++m) {
-    HostTensor batch = y0.clone();
-    Tensor out = batch.t().slice_rows(0, m);
-    be.matmul(x.t().slice_rows(0, m), w.t(), b, out, accumulate);
-    for (int64_t r = 0; r < m; ++r) {
-      ASSERT_TRUE(same_bits(out, r, alone.t(), r))
-          << backend_test::name(dtype) << " K=" << k << " N=" << n << ": row " << r << " of M=" << m
-          << " differs from the row computed alone";
-    }
-  }
+  backend_test::expect_matmul_batch_invariant(be, x.t(), w.t(), with_bias ? &bias.t() : nullptr, y0,
+                                              accumulate);
 }
 
 TEST(Matmul, BatchInvariantUpToSmallBatch) {

@@ -115,6 +115,28 @@ inline bool same_bits(const Tensor& a, int64_t r, const Tensor& b, int64_t r2) {
 
 inline const char* name(DType dtype) { return dtype_name(dtype).data(); }
 
+// Every row of an M-row product x · wᵀ (+ bias; added to y0 when accumulating) has the bits of
+// that row computed alone, for every M up to x.rows.
+inline void expect_matmul_batch_invariant(Backend& be, const Tensor& x, const Tensor& w,
+                                          const Tensor* bias, const HostTensor& y0,
+                                          bool accumulate) {
+  HostTensor alone = y0.clone();
+  for (int64_t r = 0; r < x.rows; ++r) {
+    Tensor out = alone.t().slice_rows(r, 1);
+    be.matmul(x.slice_rows(r, 1), w, bias, out, accumulate);
+  }
+  for (int64_t m = 1; m <= x.rows; ++m) {
+    HostTensor batch = y0.clone();
+    Tensor out = batch.t().slice_rows(0, m);
+    be.matmul(x.slice_rows(0, m), w, bias, out, accumulate);
+    for (int64_t r = 0; r < m; ++r) {
+      ASSERT_TRUE(same_bits(out, r, alone.t(), r))
+          << name(w.dtype) << " K=" << w.cols << " N=" << w.rows << ": row " << r << " of M=" << m
+          << " differs from the row computed alone";
+    }
+  }
+}
+
 // reference::matmul on x as specd's bf16 matmuls multiply it (the CPU's bf16 paths, the CUDA
 // small-M kernel and prefill GEMM): rounded to bf16 for bf16 weights, as it is otherwise.
 inline void reference_matmul_bf16_x(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y,
