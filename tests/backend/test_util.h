@@ -115,6 +115,17 @@ inline bool same_bits(const Tensor& a, int64_t r, const Tensor& b, int64_t r2) {
 
 inline const char* name(DType dtype) { return dtype_name(dtype).data(); }
 
+// The largest relative error of be.matmul(x, w, bias, y) against the reference, y starting as
+// random values (seeded) that the product is added to when `accumulate`.
+inline double matmul_rel_error(Backend& be, const Tensor& x, const Tensor& w, const Tensor* bias,
+                               uint32_t seed, bool accumulate) {
+  HostTensor y = HostTensor(DType::kF32, x.rows, w.rows).random(seed);
+  HostTensor want = y.clone();
+  be.matmul(x, w, bias, y.t(), accumulate);
+  reference::matmul(x, w, bias, want.t(), accumulate);
+  return max_rel_error(y.t(), want.t());
+}
+
 // Every row of an M-row product x · wᵀ (+ bias; added to y0 when accumulating) has the bits of
 // that row computed alone, for every M up to x.rows.
 inline void expect_matmul_batch_invariant(Backend& be, const Tensor& x, const Tensor& w,
