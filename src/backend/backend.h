@@ -163,8 +163,8 @@ class Backend {
   virtual double seconds_between(uint64_t a, uint64_t b);
   // Makes a host weight (for example a memory-mapped safetensors tensor) usable by the ops.
   // The CPU backend returns the same view (no copy); a GPU backend uploads into `storage`, in a
-  // layout of its own where its kernels want one (CUDA: int8/int4 rows split into codes, then
-  // block headers).
+  // layout of its own where its kernels want one (CUDA: int8/int4 rows in groups of 8, their
+  // codes side by side, then their block headers).
   virtual Tensor place_weight(const Tensor& host, DeviceBuffer* storage) = 0;
   // True if the ops take weights (matmul, embedding tables) of `dtype`; block-quantised formats
   // need kernels of their own. The CPU backend takes every dtype.
