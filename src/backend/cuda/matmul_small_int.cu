@@ -7,10 +7,11 @@
 // about 2^-16 of the block's largest value. The weight codes then enter mma.m16n8k32 unchanged
 // (int8 as s8, int4 nibbles as u8), each block's two products a · q and b · q are exact integer
 // sums, and acc += d s (sum_a + sum_b / 254) adds the block in K order (int4: + m · the sum of
-// x's quantised values). A warp owns a tile of 16 weight rows and a K range of whole blocks, as
-// the bf16 kernel does (same plan, same fixed-order reduction). The weights are stored in groups
-// of 8 rows, 64-byte pieces of the 8 rows side by side (int_rows.cuh), so lane (g, c) loads its
-// codes of weight rows g and g + 8 with 16-byte loads that together read 512 contiguous bytes:
+// x's quantised values). A warp owns a tile of 16 weight rows and a contiguous K range of whole
+// blocks (the bf16 kernel's plan and fixed-order reduction; the bf16 kernel interleaves its
+// warps' chunks instead, which for these blocks was 0.5-2% slower). The weights are stored in
+// groups of 8 rows, 64-byte pieces of the 8 rows side by side (int_rows.cuh), so lane (g, c) loads
+// its codes of weight rows g and g + 8 with 16-byte loads that together read 512 contiguous bytes:
 // bytes 16c .. 16c + 15 of each 64-byte piece of a block (int8: k = 16c .. and 64 + 16c ..; int4:
 // low nibbles k = 16c .., high nibbles k + 64). Integer sums do not depend on the order of k, so
 // each lane's words are its mma fragments as they come, and x's words are read in the same k
@@ -244,9 +245,11 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
   const int g = lane >> 2, c = lane & 3;
   const int64_t tiles = group.tile_end[group.count - 1];
   const int64_t splits = static_cast<int64_t>(block_splits) * kWarps;
-  const int64_t first = blockIdx.y * static_cast<int64_t>(kWarps) + warp;
+  const int64_t split = blockIdx.y * static_cast<int64_t>(kWarps) + warp;
   const int64_t n_blocks = xq.n_blocks;
-  const int64_t mine = first < n_blocks ? (n_blocks - first + splits - 1) / splits : 0;
+  // The warp's blocks: [first, first + mine), the same for every row count.
+  const int first = static_cast<int>(n_blocks * split / splits);
+  const int mine = static_cast<int>(n_blocks * (split + 1) / splits) - first;
   const int64_t steps = (mine + kPer - 1) / kPer;
   const uint64_t policy = weights_l2_policy();
 
@@ -281,7 +284,7 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
 #pragma unroll
     for (int p = 0; p < kPer; ++p) {
       const int64_t i = s * kPer + p;
-      const int64_t block = first + i * splits;
+      const int64_t block = first + i;
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const bool ok = rows.ok[h] && i < mine;
@@ -319,7 +322,7 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
       for (int p = 0; p < kPer; ++p) {
         const int64_t i = s * kPer + p;
         if (i >= mine) break;  // the same for the whole warp
-        const int64_t block = first + i * splits;
+        const int64_t block = first + i;
         if constexpr (kStacked && !kTwoTiles) {
           const float2 xs = c < a0.m ? xq.scales[c * n_blocks + block] : make_float2(0, 0);
           uint4 part[2];
