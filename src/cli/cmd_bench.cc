@@ -9,9 +9,9 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <numeric>
-#include <sstream>
 
 #include "cli/bench_concurrent.h"
+#include "cli/bench_modes.h"
 #include "cli/bench_plot.h"
 #include "cli/bench_prompts.h"
 #include "cli/cli_options.h"
@@ -107,16 +107,6 @@ double bytes_per_decode_token(const LoadedModel& m, double avg_context) {
   return bytes + kv_entry * avg_context;
 }
 
-std::vector<std::string> split_modes(const std::string& text) {
-  std::vector<std::string> modes = {"none"};
-  std::stringstream in(text);
-  std::string item;
-  while (std::getline(in, item, ',')) {
-    if (!item.empty() && item != "none") modes.push_back(item);
-  }
-  return modes;
-}
-
 // Seconds of one forward of `rows` rows continuing `prompt` (the cache holds it).
 double time_forward(LoadedModel& m, const std::vector<int32_t>& prompt, int rows) {
   std::vector<int32_t> tokens(rows), positions(rows);
@@ -205,6 +195,10 @@ void run_bench(BenchOptions& o) {
   SPECD_CHECK(o.prompt_len >= 1 && o.gen_len >= 2, "need --prompt-len >= 1 and --gen-len >= 2");
   check_writable(o.out);
   check_writable(o.plot);
+  if (o.modes.empty())
+    o.modes = o.spec.draft_dir.empty() ? "ngram,ngram@4" : "draft,draft@4,ngram+draft";
+  // Checked before the slow load.
+  const std::vector<BenchMode> modes = parse_bench_modes(o.modes, !o.spec.draft_dir.empty());
   SPECD_CHECK(o.concurrency >= 0 && o.concurrency <= 256, "--concurrency must be 0 to 256");
   o.load.slots = std::max(1, o.concurrency);
   const int default_prompts = std::max(4, 4 * o.concurrency);  // random prompts
@@ -224,9 +218,6 @@ void run_bench(BenchOptions& o) {
   o.load.threads = threads;
   LoadedModel target = load_model(o.load);
 
-  if (o.modes.empty())
-    o.modes = o.spec.draft_dir.empty() ? "ngram,ngram@4" : "draft,draft@4,ngram+draft";
-  std::vector<std::string> modes = split_modes(o.modes);
   SamplingParams params;
   params.temperature = o.temperature;
   std::shared_ptr<LoadedModel> draft;
@@ -236,13 +227,11 @@ void run_bench(BenchOptions& o) {
     warm.generate(GenerateRequest{prompts[0], std::min(o.gen_len, 16), params, {}});
   }
   // Each mode's options: `MODE@K` fixes the draft length.
-  auto mode_options = [&](const std::string& spec) {
+  auto mode_options = [&](const BenchMode& mode) {
     SpecOptions options = o.spec;
-    if (spec.find('@') != std::string::npos)
-      options.draft_fixed = std::stoi(spec.substr(spec.find('@') + 1));
+    if (mode.fixed_k >= 0) options.draft_fixed = mode.fixed_k;
     return options;
   };
-  auto base_mode = [](const std::string& spec) { return spec.substr(0, spec.find('@')); };
   std::vector<std::vector<int32_t>> plain_outputs(prompts.size());
   std::vector<ModeResult> results(modes.size());
   auto record = [&](size_t m, size_t i, const GenerationResult& result) {
@@ -253,12 +242,12 @@ void run_bench(BenchOptions& o) {
       r.identical = r.identical && result.tokens == plain_outputs[i];
     accumulate(r, result.stats);
   };
-  for (size_t m = 0; m < modes.size(); ++m) results[m].mode = modes[m];
+  for (size_t m = 0; m < modes.size(); ++m) results[m].mode = modes[m].name;
   const bool progress = !o.json && isatty(fileno(stderr));  // a counter only on a terminal
   if (o.concurrency > 0) {
     // One batch run per mode, all prompts in flight together.
     for (size_t m = 0; m < modes.size(); ++m) {
-      const std::string mode = base_mode(modes[m]);
+      const std::string& mode = modes[m].drafter;
       SPECD_CHECK(mode != "oracle", "--concurrency runs the serving engine, which has no oracle");
       const SpecOptions options = mode_options(modes[m]);
       BatchSpeculation batch =
@@ -277,7 +266,7 @@ void run_bench(BenchOptions& o) {
     // (shared or throttled hosts) falls on every mode alike instead of on whichever ran then.
     std::vector<Speculation> speculations(modes.size());
     for (size_t m = 0; m < modes.size(); ++m) {
-      const std::string mode = base_mode(modes[m]);
+      const std::string& mode = modes[m].drafter;
       if (mode != "oracle" && mode != "none") {
         speculations[m] =
             make_speculation(mode, mode_options(modes[m]), o.load, target.config, &draft);
@@ -298,7 +287,7 @@ void run_bench(BenchOptions& o) {
         const size_t m = turn == 0 ? 0 : 1 + (turn - 1 + i) % (modes.size() - 1);
         Drafter* drafter = speculations[m].drafter;
         std::unique_ptr<OracleDrafter> oracle;
-        if (base_mode(modes[m]) == "oracle") {  // the target's own output, from plain decoding
+        if (modes[m].drafter == "oracle") {  // the target's own output, from plain decoding
           std::vector<int32_t> sequence = prompts[i];
           sequence.insert(sequence.end(), plain_outputs[i].begin(), plain_outputs[i].end());
           oracle = std::make_unique<OracleDrafter>(sequence);

@@ -106,6 +106,11 @@ expect_error bench_concurrency_range "--concurrency must be 0 to 256" \
   bench -m "$fixture" --concurrency -1 --modes none
 expect_error bench_concurrency_oracle "no oracle" \
   bench -m "$fixture" --concurrency 2 --prompt-len 4 --gen-len 4 --modes oracle@2
+expect_error bench_unknown_mode "unknown mode 'bogus'" bench -m "$fixture" --modes ngram,bogus
+expect_error bench_mode_length "'draft@x': K must be a draft length" \
+  bench -m "$target" --draft "$src/models/pycoder-draft" --modes draft@x
+expect_error bench_mode_needs_draft "'ngram\+draft' needs a draft model" \
+  bench -m "$fixture" --modes ngram+draft
 out=$("$specd" bench -m "$target" --draft "$src/models/pycoder-draft" --concurrency 3 \
   --num-prompts 5 --prompt-len 6 --gen-len 12 --modes draft,ngram+draft --json 2>&1)
 if grep -q '"concurrency": 3' <<<"$out" && [ "$(grep -c '"identical_to_plain": true' <<<"$out")" -eq 3 ]; then
