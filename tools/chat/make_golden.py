@@ -64,7 +64,7 @@ FAMILIES = {
 }
 
 
-# The families issue 3 names; each needs at least 30 conversations rendered without error.
+# The template families covered; each needs at least 30 conversations rendered without error.
 REQUIRED = {"qwen3", "qwen2_5", "llama3", "llama3_1", "llama3_2", "mistral_nemo", "gemma3",
             "deepseek_r1", "deepseek_v3", "phi4"}
 

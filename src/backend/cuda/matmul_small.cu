@@ -6,7 +6,9 @@
 // rows) as a B operand taken from shared memory as it was copied. Each output element is an
 // independent dot product inside the mma, padding rows are zeros, and the split of K over warps and
 // blocks depends only on N and K, so a row's bits never depend on how many other rows are in the
-// batch. Partial sums of the warps (and of the blocks sharing a tile) are added in a fixed order.
+// batch. A warp's chunks of K are one contiguous range (against the chunks interleaved over the
+// warps, one H200: 8B-shaped bf16 decode 247.4 against 242.7 tok/s, the 1B shape 0.3% slower).
+// Partial sums of the warps (and of the blocks sharing a tile) are added in a fixed order.
 //
 // Weights stream through a ring of shared memory per warp, copied asynchronously (no registers
 // held, evicted first from L2) as whole 128-byte lines, kStages - 1 chunks ahead of use, across
@@ -126,13 +128,12 @@ struct WarpSums {
 };
 
 // What stays fixed while a warp streams its chunks: the tiles it visits (tile, tile + step, ...
-// below tiles) and, in each, its chunks first, first + splits, ... (`mine` of them).
+// below tiles) and, in each, its chunks first, first + 1, ... (`mine` of them).
 struct WarpWalk {
   int64_t tiles, tile_step;
   int mine;
   int k;        // the matmul's K
   int k_first;  // k of the lane's first 16 bytes of a tile: first * kChunkK + (lane % 8) * 8
-  int k_step;   // k between the lane's chunks: splits * kChunkK
 };
 
 // A warp's copies: chunk i of each of its tiles in turn, into its ring. Lane l copies 16 bytes
@@ -188,7 +189,7 @@ struct ChunkStream {
     int at = 0;
     for (int s = 0; s < count; ++s) {
       if (t < walk.tiles) {
-        copy_x(dst + s * slot, x_first + at * walk.k_step, x_k_first + at * walk.k_step, walk);
+        copy_x(dst + s * slot, x_first + at * kChunkK, x_k_first + at * kChunkK, walk);
       }
       copy_async_commit();
       if (++at == walk.mine) {
@@ -206,13 +207,13 @@ struct ChunkStream {
 #pragma unroll
     for (int r = 0; r < 4; ++r) {
       copy_async16(dst + r * 4 * 128, src[r], row_ok[r] && in_k ? 16 : 0, policy);
-      src[r] += static_cast<int64_t>(walk.k_step) * 2;
+      src[r] += static_cast<int64_t>(kChunkK) * 2;
     }
     if constexpr (kX) {
       if (with_x) copy_x(x_dst, x_src, kk - walk.k_first + x_k_first, walk);
-      x_src += walk.k_step;
+      x_src += kChunkK;
     }
-    kk += walk.k_step;
+    kk += kChunkK;
     if (++i == walk.mine) {
       i = 0;
       tile += walk.tile_step;
@@ -240,15 +241,16 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int g = lane >> 2, c = lane & 3;
   const int splits = block_splits * kWarps;
-  const int first = static_cast<int>(blockIdx.y) * kWarps + warp;
+  const int split = static_cast<int>(blockIdx.y) * kWarps + warp;
   const int n_chunks = static_cast<int>((a0.k + kChunkK - 1) / kChunkK);
+  // The warp's chunks: [first, first + mine), the same for every row count.
+  const int first = n_chunks * split / splits;
   WarpWalk walk;
   walk.tiles = group.tile_end[group.count - 1];
   walk.tile_step = gridDim.x;
-  walk.mine = first < n_chunks ? (n_chunks - first + splits - 1) / splits : 0;
+  walk.mine = n_chunks * (split + 1) / splits - first;
   walk.k = static_cast<int>(a0.k);
   walk.k_first = first * kChunkK + (lane % 8) * 8;
-  walk.k_step = splits * kChunkK;
   const uint32_t slot = kTwoTiles ? kChunkBytes : slot_bytes(false, a0.m);
   const uint32_t ring = static_cast<uint32_t>(__cvta_generic_to_shared(rings)) +
                         static_cast<uint32_t>(warp * kStages) * slot;
@@ -358,8 +360,8 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
       ChunkX next_xs;
       if constexpr (!kXInRing) {
         const bool tile_done = i + 1 == walk.mine;  // the next x is the next tile's chunk 0
-        x_at = tile_done ? x_first : x_at + walk.k_step;
-        kx = tile_done ? kx_first : kx + walk.k_step;
+        x_at = tile_done ? x_first : x_at + kChunkK;
+        kx = tile_done ? kx_first : kx + kChunkK;
         next_xs = load_chunk_x(x_at, kx);
       }
 #pragma unroll

@@ -8,8 +8,8 @@
 // (int8 as s8, int4 nibbles as u8), each block's two products a · q and b · q are exact integer
 // sums, and acc += d s (sum_a + sum_b / 254) adds the block in K order (int4: + m · the sum of
 // x's quantised values). A warp owns a tile of 16 weight rows and a contiguous K range of whole
-// blocks (the bf16 kernel's plan and fixed-order reduction; the bf16 kernel interleaves its
-// warps' chunks instead, which for these blocks was 0.5-2% slower). The weights are stored in
+// blocks (the bf16 kernel's plan, K split and fixed-order reduction; blocks interleaved over the
+// warps were 0.5-2% slower). The weights are stored in
 // groups of 8 rows, 64-byte pieces of the 8 rows side by side (int_rows.cuh), so lane (g, c) loads
 // its codes of weight rows g and g + 8 with 16-byte loads that together read 512 contiguous bytes:
 // bytes 16c .. 16c + 15 of each 64-byte piece of a block (int8: k = 16c .. and 64 + 16c ..; int4:

@@ -14,7 +14,7 @@
 namespace specd {
 namespace {
 
-// The families issue 3 requires, each with at least 30 successful goldens.
+// The template families covered, each with at least 30 successful goldens.
 const char* const kRequired[] = {"qwen3",       "qwen2_5",      "llama3", "llama3_1",
                                  "llama3_2",    "mistral_nemo", "gemma3", "deepseek_r1",
                                  "deepseek_v3", "phi4"};
