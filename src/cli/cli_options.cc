@@ -1,6 +1,8 @@
 // Command-line sampling and model options.
 #include "cli/cli_options.h"
 
+#include <sstream>
+
 namespace specd::cli {
 
 void SamplingOptions::add_to(CLI::App& command) {
@@ -40,6 +42,20 @@ SamplingParams SamplingOptions::resolve(const ModelConfig& config) const {
   return p;
 }
 
+CLI::Validator at_least(double least) {
+  std::ostringstream bound;
+  bound << least;
+  return CLI::Validator(
+      [least, bound = bound.str()](std::string& text) -> std::string {
+        double value = 0;
+        if (!CLI::detail::lexical_cast(text, value)) return "not a number: " + text;
+        return value < least ? "must be at least " + bound + " (got " + text + ")" : "";
+      },
+      least == 1   ? "POSITIVE"
+      : least == 0 ? "NONNEGATIVE"
+                   : ">=" + bound.str());
+}
+
 CLI::Validator existing_model_path() {
   return CLI::Validator(
       [](std::string& path) -> std::string {
@@ -69,14 +85,15 @@ void add_model_options(CLI::App& command, LoadOptions& options, std::string& kv_
   command.add_option("--device", options.device, "Device: cpu, cuda or cuda:N")
       ->capture_default_str();
   command.add_option("-t,--threads", options.threads, "CPU threads (0 = all cores)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(at_least(0))
       ->capture_default_str();
   command.add_option("--kv-dtype", kv_dtype, "KV cache element type: bf16, f16 or f32")
       ->check(CLI::IsMember({"bf16", "f16", "f32"}))
       ->capture_default_str();
-  command.add_option("-c,--ctx-size", options.context,
-                     "KV cache entries (0 = just enough for the request)")
-      ->check(CLI::NonNegativeNumber)
+  command
+      .add_option("-c,--ctx-size", options.context,
+                  "KV cache entries (0 = just enough for the request)")
+      ->check(at_least(0))
       ->capture_default_str();
   add_quantize_option(command, "--quantize", options.quantize, "the model's");
   command.add_flag("--mmap", options.map_weights,

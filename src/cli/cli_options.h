@@ -29,6 +29,10 @@ void add_model_options(CLI::App& command, LoadOptions& options, std::string& kv_
 void add_quantize_option(CLI::App& command, const std::string& flag, WeightQuant& quant,
                          const std::string& what);
 
+// Accepts a number of at least `least` ("must be at least N (got X)" otherwise; CLI11's
+// PositiveNumber and NonNegativeNumber name a range up to the largest double instead).
+CLI::Validator at_least(double least);
+
 // Accepts an existing model directory or GGUF file ("model directory or GGUF file does not
 // exist: PATH" otherwise).
 CLI::Validator existing_model_path();

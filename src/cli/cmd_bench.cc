@@ -425,13 +425,13 @@ void register_bench_command(CLI::App& app) {
       ->check(CLI::ExistingFile);
   cmd->add_option("--num-prompts", options->num_prompts,
                   "Prompts to use (0 = all of the file, or 4 random ones)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(at_least(0));
   cmd->add_option("--prompt-len", options->prompt_len, "Length of random prompts")
       ->capture_default_str();
   cmd->add_option("--gen-len", options->gen_len, "Tokens generated per prompt")
       ->capture_default_str();
   cmd->add_option("--temperature", options->temperature, "Sampling temperature (0 = greedy)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(at_least(0))
       ->capture_default_str();
   cmd->add_option("--seed", options->seed, "Seed of random prompts and sampling")
       ->capture_default_str();

@@ -98,7 +98,7 @@ void register_generate_command(CLI::App& app) {
   add_model_options(*cmd, options->load, options->kv_dtype);
   options->prompt.add_to(*cmd);
   cmd->add_option("-n,--max-tokens", options->max_tokens, "Tokens to generate")
-      ->check(CLI::PositiveNumber)
+      ->check(at_least(1))
       ->capture_default_str();
   cmd->add_flag("--ignore-eos", options->ignore_eos, "Do not stop at end-of-sequence tokens");
   cmd->add_flag("--json", options->json, "Print one JSON object with tokens, text and stats");

@@ -83,7 +83,7 @@ void register_info_command(CLI::App& app) {
       ->required()
       ->check(existing_model_path());
   cmd->add_option("-c,--ctx-size", options->context, "Context size for the memory estimate")
-      ->check(CLI::PositiveNumber)
+      ->check(at_least(1))
       ->capture_default_str();
   cmd->add_flag("--json", options->json, "Print JSON");
   add_quantize_option(*cmd, "--quantize", options->quantize, "the model's");

@@ -210,7 +210,7 @@ void register_serve_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--max-tokens", o->http.max_tokens_default,
                   "Default max_tokens when a request gives none (0 = to the end of the context)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(at_least(0))
       ->capture_default_str();
   cmd->add_option("--prefix-cache-mb", o->prefix_cache_mb,
                   "Host memory for reusing the K/V of earlier prompts' leading chunks (0 = off)")

@@ -48,10 +48,12 @@ expect_error negative_id "invalid token id" generate -m "$fixture" --prompt-ids 
 expect_error id_past_vocab "outside the vocabulary" generate -m "$fixture" --prompt-ids "1,99999"
 expect_error missing_dir "directory" generate -m "$work/none" --prompt-ids 1
 expect_error not_a_model "no config.json" generate -m "$work" --prompt-ids 1
-expect_error bad_threads "threads" generate -m "$fixture" --prompt-ids 1 --threads -2
+expect_error bad_threads "threads: must be at least 0 \(got -2\)" generate -m "$fixture" --prompt-ids 1 --threads -2
 expect_error bad_temperature "temperature must be >= 0" generate -m "$fixture" --prompt-ids 1 --temperature -1
 expect_error bad_top_p "top_p must be in" generate -m "$fixture" --prompt-ids 1 --top-p 0
-expect_error zero_tokens "max-tokens" generate -m "$fixture" --prompt-ids 1 -n 0
+expect_error zero_tokens "max-tokens: must be at least 1 \(got 0\)" generate -m "$fixture" --prompt-ids 1 -n 0
+expect_error tokens_not_a_number "max-tokens: not a number: ten" generate -m "$fixture" --prompt-ids 1 -n ten
+expect_error negative_ctx "ctx-size: must be at least 0 \(got -4\)" generate -m "$fixture" --prompt-ids 1 -c -4
 expect_error bad_kv_dtype "kv-dtype" generate -m "$fixture" --prompt-ids 1 --kv-dtype f8
 expect_error bad_device "device" generate -m "$fixture" --prompt-ids 1 --device gpu
 expect_error ctx_too_small "exceed --ctx-size" generate -m "$fixture" --prompt-ids 1,2,3 -n 8 -c 4
@@ -106,6 +108,8 @@ expect_error bench_concurrency_range "--concurrency must be 0 to 256" \
   bench -m "$fixture" --concurrency -1 --modes none
 expect_error bench_concurrency_oracle "no oracle" \
   bench -m "$fixture" --concurrency 2 --prompt-len 4 --gen-len 4 --modes oracle@2
+expect_error bench_negative_temperature "temperature: must be at least 0 \(got -0.5\)" \
+  bench -m "$fixture" --temperature -0.5
 expect_error bench_unknown_mode "unknown mode 'bogus'" bench -m "$fixture" --modes ngram,bogus
 expect_error bench_mode_length "'draft@x': K must be a draft length" \
   bench -m "$target" --draft "$src/models/pycoder-draft" --modes draft@x
