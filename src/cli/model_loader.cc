@@ -64,10 +64,11 @@ LoadedModel load_model(const LoadOptions& options) {
   loaded.backend = make_backend(device, threads, options.map_weights);
 
   int context = options.context > 0 ? options.context : 4096;
+  const int committed = context - options.context_slack;
   if (loaded.config.max_position_embeddings > 0 &&
-      context > loaded.config.max_position_embeddings) {
-    SPECD_LOG_WARN("warning: context size {} exceeds the model's max_position_embeddings ({})",
-                   context, loaded.config.max_position_embeddings);
+      committed > loaded.config.max_position_embeddings) {
+    SPECD_LOG_WARN("warning: context size {} exceeds the max_position_embeddings of {} ({})",
+                   committed, options.model_dir, loaded.config.max_position_embeddings);
   }
   if (loaded.config.sliding_window > 0 && loaded.config.sliding_layers.empty()) {
     SPECD_CHECK(context <= loaded.config.sliding_window,

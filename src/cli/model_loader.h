@@ -16,13 +16,14 @@ namespace specd::cli {
 struct LoadOptions {
   std::string model_dir;
   std::string device = "cpu";
-  int threads = 0;         // 0 = all hardware threads
-  int context = 0;         // KV entries per slot; 0 = chosen by the command
+  int threads = 0;        // 0 = all hardware threads
+  int context = 0;        // KV entries per slot; 0 = chosen by the command
+  int context_slack = 0;  // of those, entries only a draft's proposals reach (not warned about)
   int slots = 1;
   DType kv_dtype = DType::kBF16;
-  int max_rows = 512;      // rows per forward (prefill chunk)
+  int max_rows = 512;  // rows per forward (prefill chunk)
   int max_logit_rows = kSmallBatch;
-  bool progress = true;    // show a progress line while reading weights
+  bool progress = true;                       // show a progress line while reading weights
   WeightQuant quantize = WeightQuant::kNone;  // load-time weight quantisation (--quantize)
   // CPU: read the weights from the mapped files instead of aligned copies (--mmap).
   bool map_weights = false;

@@ -66,7 +66,8 @@ LoadedModel load_draft_model(const SpecOptions& options, const LoadOptions& targ
   load.model_dir = options.draft_dir;
   load.device = options.draft_device.empty() ? target_load.device : options.draft_device;
   load.quantize = options.draft_quantize;
-  load.context = target_load.context + kSmallBatch;
+  load.context = target_load.context + kSmallBatch;  // the target's, plus a draft's length
+  load.context_slack = target_load.context_slack + kSmallBatch;
   load.slots = slots;
   load.progress = false;
   return load_model(load);

@@ -124,6 +124,18 @@ else
   failures=$((failures + 1))
 fi
 
+# A draft model's cache holds a draft past the target's context: at the fixture's own
+# max_position_embeddings (128) neither model is warned about, past it both are.
+out=$("$specd" generate -m "$fixture" --draft "$fixture" --prompt-ids 1,2 -n 4 -c 128 2>&1)
+if [ $? -eq 0 ] && ! grep -q "warning: context size" <<<"$out"; then
+  passes=$((passes + 1))
+else
+  echo "FAIL draft_slack_not_warned: $out"
+  failures=$((failures + 1))
+fi
+expect_ok context_past_positions_warned "context size 130 exceeds the max_position_embeddings" \
+  generate -m "$fixture" --draft "$fixture" --prompt-ids 1,2 -n 4 -c 130
+
 # bench one prompt at a time, the modes taking turns on each prompt: the oracle drafts each
 # prompt's plain output, and every mode's output (none and the four) equals plain decoding.
 out=$("$specd" bench -m "$target" --draft "$src/models/pycoder-draft" --num-prompts 3 \
