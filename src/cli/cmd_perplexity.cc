@@ -1,10 +1,12 @@
 // `specd perplexity`: exp(mean negative log-likelihood) of a token sequence in context windows.
+#include <unistd.h>
+
 #include <cmath>
 #include <cstdio>
 #include <numeric>
 
-#include "cli/commands.h"
 #include "cli/cli_options.h"
+#include "cli/commands.h"
 #include "cli/model_loader.h"
 #include "cli/prompt_source.h"
 #include "core/error.h"
@@ -51,6 +53,7 @@ void run_perplexity(PerplexityOptions& o) {
   std::vector<float> logits(static_cast<size_t>(kSmallBatch) * vocab);
   std::vector<int32_t> positions(o.window);
   std::iota(positions.begin(), positions.end(), 0);
+  const bool progress = isatty(fileno(stderr));  // a running figure only on a terminal
   double nll = 0;
   int64_t scored = 0;
   for (size_t start = 0; start + 1 < ids.size(); start += o.window) {
@@ -69,10 +72,12 @@ void run_perplexity(PerplexityOptions& o) {
         ++scored;
       }
     }
-    std::fprintf(stderr, "\rscored %lld tokens, perplexity %.4f", static_cast<long long>(scored),
-                 std::exp(nll / scored));
+    if (progress) {
+      std::fprintf(stderr, "\rscored %lld tokens, perplexity %.4f", static_cast<long long>(scored),
+                   std::exp(nll / scored));
+    }
   }
-  std::fprintf(stderr, "\n");
+  if (progress) std::fprintf(stderr, "\n");
   std::printf("{\"tokens_scored\": %lld, \"mean_nll\": %.6f, \"perplexity\": %.6f}\n",
               static_cast<long long>(scored), nll / scored, std::exp(nll / scored));
 }
@@ -85,8 +90,8 @@ void register_perplexity_command(CLI::App& app) {
   add_model_options(*cmd, options->load, options->kv_dtype);
   auto* ids = cmd->add_option("--ids-file", options->ids_file, "File of token ids")
                   ->check(CLI::ExistingFile);
-  auto* text = cmd->add_option("-f,--file", options->text_file, "Text file")
-                   ->check(CLI::ExistingFile);
+  auto* text =
+      cmd->add_option("-f,--file", options->text_file, "Text file")->check(CLI::ExistingFile);
   ids->excludes(text);
   cmd->add_option("--window", options->window, "Tokens per context window")->capture_default_str();
   cmd->callback([options, ids, text] {
