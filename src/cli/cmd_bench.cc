@@ -200,6 +200,10 @@ void run_bench(BenchOptions& o) {
   // Checked before the slow load.
   const std::vector<BenchMode> modes = parse_bench_modes(o.modes, !o.spec.draft_dir.empty());
   SPECD_CHECK(o.concurrency >= 0 && o.concurrency <= 256, "--concurrency must be 0 to 256");
+  for (const BenchMode& mode : modes) {
+    SPECD_CHECK(o.concurrency == 0 || mode.drafter != "oracle",
+                "--concurrency runs the serving engine, which has no oracle");
+  }
   o.load.slots = std::max(1, o.concurrency);
   const int default_prompts = std::max(4, 4 * o.concurrency);  // random prompts
   o.load.kv_dtype = parse_kv_dtype(o.kv_dtype);
@@ -248,7 +252,6 @@ void run_bench(BenchOptions& o) {
     // One batch run per mode, all prompts in flight together.
     for (size_t m = 0; m < modes.size(); ++m) {
       const std::string& mode = modes[m].drafter;
-      SPECD_CHECK(mode != "oracle", "--concurrency runs the serving engine, which has no oracle");
       const SpecOptions options = mode_options(modes[m]);
       BatchSpeculation batch =
           make_batch_speculation(mode, options, o.load, target.config, o.concurrency, &draft);
