@@ -93,8 +93,9 @@ class CudaOps : public backend_test::CudaTest {
 
 TEST_F(CudaOps, MatmulMatchesReference) {
   const int64_t ms[] = {1, 3, 8, 9, 16, 17, 64, 300};
-  const std::pair<int64_t, int64_t> kn[] = {
-      {64, 48}, {136, 33}, {1024, 1000}, {4096, 256}, {13, 9}};
+  // 9000 columns: more tiles than two blocks per multiprocessor, so blocks take several tiles.
+  const std::pair<int64_t, int64_t> kn[] = {{64, 48},    {136, 33},   {1024, 1000},
+                                            {4096, 256}, {512, 9000}, {13, 9}};
   uint32_t seed = 1;
   for (DType dtype : {DType::kBF16, DType::kF16, DType::kF32}) {
     for (int64_t m : ms) {
@@ -203,7 +204,7 @@ TEST_F(CudaOps, DescribesTheCublasLtGemm) {
 
 TEST_F(CudaOps, MatmulIsBatchInvariant) {
   for (auto [k, n] :
-       std::vector<std::pair<int64_t, int64_t>>{{4096, 1024}, {512, 4096}, {72, 40}}) {
+       std::vector<std::pair<int64_t, int64_t>>{{4096, 1024}, {512, 4096}, {512, 9000}, {72, 40}}) {
     HostTensor x = HostTensor(DType::kF32, kSmallBatch, k).random(11);
     HostTensor w = HostTensor(DType::kBF16, n, k).random(12);
     expect_batch_invariant(x, w.t());
@@ -219,8 +220,10 @@ TEST_F(CudaOps, GatedMatmulEqualsGateThenMatmul) {
 
 TEST_F(CudaOps, GateUpActEqualsSeparateOpsAndIsBatchInvariant) {
   // bf16 gate and up projections with the activation in the small-M kernel: the bits of
-  // matmul_group and then silu_mul / gelu_tanh_mul, for 1 to 16 rows (204: a half tile).
-  for (auto [k, f] : std::vector<std::pair<int64_t, int64_t>>{{512, 204}, {1024, 96}, {72, 40}}) {
+  // matmul_group and then silu_mul / gelu_tanh_mul, for 1 to 16 rows (204: a half tile; 4500:
+  // blocks take several tiles).
+  for (auto [k, f] :
+       std::vector<std::pair<int64_t, int64_t>>{{512, 204}, {256, 4500}, {1024, 96}, {72, 40}}) {
     HostTensor x = HostTensor(DType::kF32, kSmallBatch, k).random(71);
     HostTensor wg = HostTensor(DType::kBF16, f, k).random(72);
     HostTensor wu = HostTensor(DType::kBF16, f, k).random(73);

@@ -31,17 +31,27 @@ constexpr int kChunkBytes = kTileN * kChunkK * 2;  // 2 KB: 16 rows x 128 bytes
 // copied with the weights; with more x is loaded into registers (the ring would not leave room
 // for two blocks per multiprocessor).
 constexpr int kRingRows = 9;  // two blocks' rings and tile sums still fit a multiprocessor
-// Chunks each warp has in flight (its shared-memory ring): 3 with x in the ring, else 4.
-// Measured on one H200 (2026-11-27, Llama-3.1-8B shape): 3 decode 1.2% faster than 4 (6: 2.6%
-// slower), 4 verify 9 rows 2% faster than 3 (x then in registers).
-constexpr int stages(bool two_tiles) { return two_tiles ? 4 : 3; }
+// Chunks each warp has in flight (its shared-memory ring): 4, or 3 with x in the ring past
+// kDeepRingRows rows, where two blocks' rings of 4 would not fit a multiprocessor. Measured on
+// one H200 (2026-11-29, Llama-3.1-8B shape, one barrier a tile): 4 stages decode 90.8% of the
+// roofline against 88.7% with 3 (5: no faster than 4); before each warp's chunks were one
+// contiguous K range, 3 had been 1.2% faster. x in registers: 4 verify 9 rows 2% faster than 3.
+constexpr int kDeepRingRows = 5;
+constexpr int stages(bool two_tiles, int64_t m) { return two_tiles || m <= kDeepRingRows ? 4 : 3; }
 constexpr int kXRowBytes = kChunkK * 4;
 constexpr int slot_bytes(bool two_tiles, int64_t m) {
   return kChunkBytes + (two_tiles ? 0 : static_cast<int>(m) * kXRowBytes);
 }
-// The warps' rings: 48 to 108 KB (x in the ring), 64 KB (x in registers).
+// The warps' rings: 72 to 104 KB (x in the ring), 64 KB (x in registers).
 constexpr int shared_bytes(bool two_tiles, int64_t m) {
-  return kWarps * stages(two_tiles) * slot_bytes(two_tiles, m);
+  return kWarps * stages(two_tiles, m) * slot_bytes(two_tiles, m);
+}
+constexpr int most_shared_bytes() {
+  int most = 0;
+  for (int m = 1; m <= kMaxRows; ++m) {
+    most = std::max(most, shared_bytes(m > kRingRows, m));
+  }
+  return most;
 }
 
 // 16 bytes global -> shared without registers (zero-filled when `bytes` is 0), cached in L2 only
@@ -227,14 +237,17 @@ struct ChunkStream {
 // kStages - 1 chunks ahead, across tile boundaries, and before waiting for the previous kernel),
 // multiplies each chunk with mma, and the warps' sums are added in warp order per tile.
 // kTwoTiles: up to 16 rows, x in registers; else x in the ring, rows 8 to kRingRows - 1 too
-// when kRingHigh. kPair: a gate/up pair group.
-template <bool kTwoTiles, bool kPair, bool kRingHigh = false>
+// when kRingHigh. kPair: a gate/up pair group. kStages: the ring's chunks (stages()).
+template <bool kTwoTiles, bool kPair, bool kRingHigh, int kStages>
 __global__ void __launch_bounds__(kWarps * 32, 2)
     small_mma_kernel(MatmulGroup group, int block_splits, float* partials, unsigned* tickets) {
-  constexpr int kStages = stages(kTwoTiles);
   constexpr bool kXInRing = !kTwoTiles;
+  // Up to 8 rows the tile sums need 8 rows of `reduce`, and two of them (tiles alternate) fit
+  // where one of 16 did: one barrier a tile instead of two (finish_tile).
+  constexpr bool kAlternate = kXInRing && !kRingHigh;
+  constexpr int kReduceRows = kAlternate ? 8 : kMaxRows;
   extern __shared__ __align__(128) unsigned char rings[];
-  __shared__ float reduce[kWarps][kMaxRows][kTileN];
+  __shared__ float reduce[kAlternate ? 2 : 1][kWarps][kReduceRows][kTileN];
   __shared__ bool last_block;
   __shared__ float inv_rms[kMaxRows];    // a folded norm's (finish_tile)
   const MatmulArgs& a0 = group.part[0];  // x, m, k and the weight dtype are shared
@@ -346,6 +359,7 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
   const uint32_t read_at[2] = {chunk_offset(g, c), chunk_offset(g, 4 + c)};
 
   uint32_t read_slot = ring, fill_slot = ring + (kStages - 1) * slot;
+  int parity = 0;  // kAlternate: the tile's `reduce`
   for (int64_t tile = blockIdx.x; tile < walk.tiles; tile += gridDim.x) {
     WarpSums sums;
     // Unrolled by 2 with x in the ring; with x in registers they would spill.
@@ -379,9 +393,10 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
       if constexpr (!kXInRing) xs = next_xs;
       read_slot = next_slot(read_slot);
     }
-    finish_tile<kTwoTiles, kPair, AccLayout::kXInA>(group, tile, sums.acc_p, sums.acc_q, reduce,
-                                                    last_block, block_splits, partials, tickets,
-                                                    inv_rms);
+    finish_tile<kTwoTiles, kPair, AccLayout::kXInA, kAlternate>(
+        group, tile, sums.acc_p, sums.acc_q, reduce[parity], last_block, block_splits, partials,
+        tickets, inv_rms);
+    if constexpr (kAlternate) parity ^= 1;
   }
   asm volatile("cp.async.wait_all;" ::: "memory");  // no copy may outlive the block
 }
@@ -482,25 +497,31 @@ void matmul_small(const MatmulGroup& group, const SmallMatmulPlan& plan,
     const bool two = m > kRingRows;
     Launch launch(dim3(static_cast<unsigned>(plan.grid_x), plan.block_splits), dim3(kWarps * 32),
                   shared_bytes(two, m), stream);
-    static const bool configured = [] {  // rings past the default 48 KB of shared memory
-      const int most = std::max(shared_bytes(false, kRingRows), shared_bytes(true, kMaxRows));
-      for (auto kernel : {small_mma_kernel<true, false>, small_mma_kernel<false, false>,
-                          small_mma_kernel<false, false, true>, small_mma_kernel<true, true>,
-                          small_mma_kernel<false, true>, small_mma_kernel<false, true, true>}) {
-        check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, most),
+    // By row count: x in the ring with a deep ring (up to kDeepRingRows rows), with a ring of 3
+    // (to 8 rows), with rows 8 and up (9), x in registers (10 to 16).
+    constexpr int kDeep = stages(false, 1), kShallow = stages(false, kRingRows);
+    constexpr int kRegisters = stages(true, kMaxRows);
+    static_assert(stages(false, 8) == kShallow && stages(false, kDeepRingRows) == kDeep);
+    auto kernels = [](auto pair, int64_t rows) {
+      constexpr bool kPair = decltype(pair)::value;
+      return rows > kRingRows       ? small_mma_kernel<true, kPair, false, kRegisters>
+             : rows > 8             ? small_mma_kernel<false, kPair, true, kShallow>
+             : rows > kDeepRingRows ? small_mma_kernel<false, kPair, false, kShallow>
+                                    : small_mma_kernel<false, kPair, false, kDeep>;
+    };
+    auto kernel = group.gate_up_pair ? kernels(std::true_type{}, m) : kernels(std::false_type{}, m);
+    static const bool configured = [&] {  // rings past the default 48 KB of shared memory
+      for (auto k : {kernels(std::false_type{}, 1), kernels(std::false_type{}, 8),
+                     kernels(std::false_type{}, 9), kernels(std::false_type{}, kMaxRows),
+                     kernels(std::true_type{}, 1), kernels(std::true_type{}, 8),
+                     kernels(std::true_type{}, 9), kernels(std::true_type{}, kMaxRows)}) {
+        check(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                   most_shared_bytes()),
               "cudaFuncSetAttribute(small_mma_kernel)");
       }
       return true;
     }();
     (void)configured;
-    auto pick = [&](auto plain, auto high, auto registers) {
-      return two ? registers : m > 8 ? high : plain;
-    };
-    auto kernel = group.gate_up_pair
-                      ? pick(small_mma_kernel<false, true>, small_mma_kernel<false, true, true>,
-                             small_mma_kernel<true, true>)
-                      : pick(small_mma_kernel<false, false>, small_mma_kernel<false, false, true>,
-                             small_mma_kernel<true, false>);
     check(cudaLaunchKernelEx(&launch.config, kernel, group, plan.block_splits, scratch.partials,
                              scratch.tickets),
           "small_mma_kernel");

@@ -130,6 +130,10 @@ __device__ __forceinline__ void qkv_out(const MatmulArgs& a, int row, int col, i
 // into `inv_rms`, the later ones read it), bias, accumulate and the store into y (kPair: act(gate)
 // * up instead), and a folded norm's scaled rows and sums (NormOut). Called by the whole block;
 // `reduce` and `last_block` are the block's shared scratch. Accumulator layouts (AccLayout).
+// kRows: x rows `reduce` holds (8 where no lane's sums reach rows 8-15: they are zeros).
+// kAlternate: consecutive tiles of the block pass alternate `reduce` arrays, so the barrier
+// that keeps the next tile from overwriting `reduce` while it is read is left out (the next
+// tile's own barrier orders `last_block` and `inv_rms`).
 enum class AccLayout {
   // weights as the mma's A operand: acc0 holds x rows 0-7 and acc1 x rows 8-15, element e at
   // weight row g (+8 for e >= 2) and x row 2c + (e & 1)
@@ -143,12 +147,14 @@ enum class AccLayout {
   // acc1[0] at weight row g and acc1[1] at g + 8, x row 8 + c
   kSecondTileRowPerLane,
 };
-template <bool kTwoTiles, bool kPair = false, AccLayout kLayout = AccLayout::kWeightsInA>
+template <bool kTwoTiles, bool kPair = false, AccLayout kLayout = AccLayout::kWeightsInA,
+          bool kAlternate = false, int kRows>
 __device__ __forceinline__ void finish_tile(const MatmulGroup& group, int64_t tile,
                                             const float (&acc0)[4], const float (&acc1)[4],
-                                            float (&reduce)[kWarps][kMaxRows][kTileN],
+                                            float (&reduce)[kWarps][kRows][kTileN],
                                             bool& last_block, int block_splits, float* partials,
                                             unsigned* tickets, float (&inv_rms)[kMaxRows]) {
+  static_assert(kRows == kMaxRows || (kRows == 8 && kLayout == AccLayout::kXInA));
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int g = lane >> 2, c = lane & 3;
   const int64_t split = blockIdx.y;
@@ -175,8 +181,10 @@ __device__ __forceinline__ void finish_tile(const MatmulGroup& group, int64_t ti
       reduce[warp][8 + c + 4 * (e / 2)][g + 8 * (e & 1)] = e < 2 ? acc1[e] : 0.0f;
     } else if constexpr (kLayout == AccLayout::kXInA) {
       const int x_row = g + (e >= 2 ? 8 : 0), wr = 2 * c + (e & 1);
-      reduce[warp][x_row][wr] = acc0[e];
-      reduce[warp][x_row][wr + 8] = acc1[e];
+      if (kRows == kMaxRows || e < 2) {
+        reduce[warp][x_row][wr] = acc0[e];
+        reduce[warp][x_row][wr + 8] = acc1[e];
+      }
     } else {
       // acc element e sits at weight row g (+8 for e >= 2) and x row 2c + (e & 1) (+8 for acc1).
       const int wr = g + (e >= 2 ? 8 : 0), x_row = 2 * c + (e & 1);
@@ -186,8 +194,10 @@ __device__ __forceinline__ void finish_tile(const MatmulGroup& group, int64_t ti
   }
   __syncthreads();
   float v = 0.0f;
+  if (xr < kRows) {
 #pragma unroll
-  for (int i = 0; i < kWarps; ++i) v += reduce[i][xr][col];
+    for (int i = 0; i < kWarps; ++i) v += reduce[i][xr][col];
+  }
   // A gate/up pair: the thread of gate column col takes the up value of column col + 8 (in its
   // warp) and writes act(gate) * up to column n0 + col.
   const bool write = kPair ? xr < a.m && col < kTileN / 2 && n < a.n : xr < a.m && n < a.n;
@@ -237,7 +247,7 @@ __device__ __forceinline__ void finish_tile(const MatmulGroup& group, int64_t ti
       if (t == 0) tickets[tile] = 0;
     }
   }
-  __syncthreads();  // `reduce` and `last_block` are reused by the next tile
+  if constexpr (!kAlternate) __syncthreads();  // `reduce` and `last_block` are reused next tile
 }
 
 // Chunk size in k of the tensor-core kernels, by weight dtype (bf16: 64, int8/int4: one block).
