@@ -502,26 +502,26 @@ void matmul_small(const MatmulGroup& group, const SmallMatmulPlan& plan,
     constexpr int kDeep = stages(false, 1), kShallow = stages(false, kRingRows);
     constexpr int kRegisters = stages(true, kMaxRows);
     static_assert(stages(false, 8) == kShallow && stages(false, kDeepRingRows) == kDeep);
-    auto kernels = [](auto pair, int64_t rows) {
+    auto kernel_for = [](auto pair, int64_t rows) {
       constexpr bool kPair = decltype(pair)::value;
       return rows > kRingRows       ? small_mma_kernel<true, kPair, false, kRegisters>
              : rows > 8             ? small_mma_kernel<false, kPair, true, kShallow>
              : rows > kDeepRingRows ? small_mma_kernel<false, kPair, false, kShallow>
                                     : small_mma_kernel<false, kPair, false, kDeep>;
     };
-    auto kernel = group.gate_up_pair ? kernels(std::true_type{}, m) : kernels(std::false_type{}, m);
     static const bool configured = [&] {  // rings past the default 48 KB of shared memory
-      for (auto k : {kernels(std::false_type{}, 1), kernels(std::false_type{}, 8),
-                     kernels(std::false_type{}, 9), kernels(std::false_type{}, kMaxRows),
-                     kernels(std::true_type{}, 1), kernels(std::true_type{}, 8),
-                     kernels(std::true_type{}, 9), kernels(std::true_type{}, kMaxRows)}) {
-        check(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                   most_shared_bytes()),
-              "cudaFuncSetAttribute(small_mma_kernel)");
+      for (int64_t rows = 1; rows <= kMaxRows; ++rows) {
+        for (auto k : {kernel_for(std::false_type{}, rows), kernel_for(std::true_type{}, rows)}) {
+          check(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                     most_shared_bytes()),
+                "cudaFuncSetAttribute(small_mma_kernel)");
+        }
       }
       return true;
     }();
     (void)configured;
+    auto kernel =
+        group.gate_up_pair ? kernel_for(std::true_type{}, m) : kernel_for(std::false_type{}, m);
     check(cudaLaunchKernelEx(&launch.config, kernel, group, plan.block_splits, scratch.partials,
                              scratch.tickets),
           "small_mma_kernel");
