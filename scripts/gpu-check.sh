@@ -4,10 +4,12 @@
 #
 # Usage: scripts/gpu-check.sh [phase...]
 #   phases: build test sanitize kernels bench quant (default: these six; quant = int8/int4 and GGUF
-#   block-format weight kernels and decode with --quantize), profile (per-kernel times of
-#   the decode step with ncu), serve (`specd serve` on the GPU with the demo pair: batch-1 latency
-#   beside `specd generate`, then 1 and 8 concurrent streams with and without speculation), peers (gpt-fast side by side; needs SPECD_GPT_FAST_DIR, a folder
-#   with gpt-fast's model.py and quantize.py, and PyTorch)
+#   block-format weight kernels and decode with --quantize), profile (per-kernel times of the
+#   decode step with ncu), phases (what a boundary between dependent phases of a decode step
+#   costs: one kernel per phase against one persistent kernel with grid barriers), serve (`specd
+#   serve` on the GPU with the demo pair: batch-1 latency beside `specd generate`, then 1 and 8
+#   concurrent streams with and without speculation), peers (gpt-fast side by side; needs
+#   SPECD_GPT_FAST_DIR, a folder with gpt-fast's model.py and quantize.py, and PyTorch)
 # Env: SPECD_GPU_OUT (results folder, default build-gpu/results), SPECD_GPU_MODEL_DIR (where the
 # random-weight benchmark models are written, default /tmp/specd-gpu-models), SPECD_GPU_CMAKE_ARGS
 # (extra configure arguments, e.g. -DSPECD_BLAS=OFF where OpenBLAS is not installed, or
@@ -30,7 +32,8 @@ if has build; then
   # shellcheck disable=SC2086
   cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DSPECD_CUDA=ON \
     ${SPECD_GPU_CMAKE_ARGS:-} >"$out/configure.txt"
-  targets=(specd make_random_model specd_cuda_kernel_bench backend_cuda_ops_test backend_cuda_sampling_test
+  targets=(specd make_random_model specd_cuda_kernel_bench specd_cuda_phase_bench
+    backend_cuda_ops_test backend_cuda_sampling_test
     golden_model_test batch_invariance_test
     speculative_test speculative_sampling_test queued_decoding_test demo_models_test
     backend_cuda_int_quant_test
@@ -78,6 +81,10 @@ fi
 
 if has kernels; then
   build-gpu/bench/kernels/specd_cuda_kernel_bench | tee "$out/cuda_kernels.txt"
+fi
+
+if has phases; then
+  build-gpu/bench/kernels/specd_cuda_phase_bench | tee "$out/cuda_phases.txt"
 fi
 
 if has bench; then
