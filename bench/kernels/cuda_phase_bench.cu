@@ -6,7 +6,8 @@
 // a phase's blocks read a value written by the phase before (as a matmul reads x) once they may.
 // The same phases run
 //   - as one kernel per phase in a CUDA graph, plain or with programmatic dependent launch (each
-//     kernel loads its first weights before it waits, as specd's matmuls do);
+//     kernel loads its first weights before it waits, as specd's matmuls do), the latter also
+//     with at most two weight-stream blocks a multiprocessor (as specd's matmuls have);
 //   - as one persistent kernel whose phases are separated by a grid-wide barrier, with or without
 //     each block loading its first weights of the next phase before the barrier;
 //   - as one kernel streaming all the bytes with no dependencies (the loop's own ceiling);
@@ -31,6 +32,10 @@ constexpr int kThreads = 256;
 constexpr int kBatch = 8;         // 16-byte loads per thread in one batch (two batches in flight)
 constexpr int kSmallBlocks = 32;  // blocks of a small op (attention's combine: one per head)
 constexpr int kPasses = 20;
+// Shared memory a weight-stream kernel may reserve (unused) so that at most two of its blocks fit
+// a multiprocessor, as with specd's matmuls: the next kernel's blocks then start only as this
+// one's leave, not beside them.
+constexpr int kReservedShared = 100 * 1024;
 
 void check(cudaError_t e, const char* what) {
   if (e != cudaSuccess) {
@@ -216,11 +221,12 @@ double seconds_per_pass(Device& d, Fn&& pass) {
 }
 
 void launch_phase(Device& d, const Phase& p, const uint32_t* prev, int prev_blocks, uint32_t* out,
-                  bool programmatic) {
+                  bool programmatic, bool two_blocks) {
   cudaLaunchConfig_t config{};
   cudaLaunchAttribute attribute[1];
   config.gridDim = dim3(static_cast<unsigned>(p.blocks));
   config.blockDim = dim3(kThreads);
+  config.dynamicSmemBytes = two_blocks && p.n16 > 0 ? kReservedShared : 0;
   config.stream = d.stream;
   attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attribute[0].val.programmaticStreamSerializationAllowed = 1;
@@ -230,8 +236,10 @@ void launch_phase(Device& d, const Phase& p, const uint32_t* prev, int prev_bloc
         "phase_kernel");
 }
 
-// Seconds per step with one kernel per phase, recorded as one CUDA graph.
-double chained(Device& d, const std::vector<Phase>& phases, int grid, bool programmatic) {
+// Seconds per step with one kernel per phase, recorded as one CUDA graph. `two_blocks`: weight
+// streams reserve kReservedShared.
+double chained(Device& d, const std::vector<Phase>& phases, int grid, bool programmatic,
+               bool two_blocks) {
   cudaGraph_t graph;
   cudaGraphExec_t exec;
   check(cudaStreamBeginCapture(d.stream, cudaStreamCaptureModeGlobal), "capture");
@@ -239,7 +247,7 @@ double chained(Device& d, const std::vector<Phase>& phases, int grid, bool progr
   for (int k = 0; k < n; ++k) {
     const uint32_t* prev = d.outs + (k > 0 ? (k - 1) * int64_t{grid} : n * int64_t{grid});
     launch_phase(d, phases[k], prev, k > 0 ? phases[k - 1].blocks : 1, d.outs + k * int64_t{grid},
-                 programmatic);
+                 programmatic, two_blocks);
   }
   check(cudaStreamEndCapture(d.stream, &graph), "end capture");
   check(cudaGraphInstantiate(&exec, graph, 0), "cudaGraphInstantiate");
@@ -286,7 +294,7 @@ void run(Device& d, const Format& f, double copy) {
   }
   const int boundaries = static_cast<int>(phases.size()) - 1;
   const Phase all{reinterpret_cast<const uint4*>(d.weights), bytes / 16, grid};
-  const double ceiling = chained(d, {all}, grid, false);
+  const double ceiling = chained(d, {all}, grid, false, false);
   const double roofline = bytes / copy;
   std::printf("%s: %.2f GB a step, %zu phases (%d small ops a layer); copy roofline %.3f ms\n",
               f.name, bytes / 1e9, phases.size(), f.small_ops_per_layer, roofline * 1e3);
@@ -295,8 +303,9 @@ void run(Device& d, const Format& f, double copy) {
                 t * 1e3, 100 * roofline / t, (t - ceiling) / boundaries * 1e6);
   };
   row("one stream, no boundaries", ceiling);
-  row("kernels in a graph", chained(d, phases, grid, false));
-  row("kernels in a graph, dependent launch", chained(d, phases, grid, true));
+  row("kernels in a graph", chained(d, phases, grid, false, false));
+  row("kernels in a graph, dependent launch", chained(d, phases, grid, true, false));
+  row("  the same, at most 2 blocks an SM", chained(d, phases, grid, true, true));
   row("persistent, grid barrier", persistent<false>(d, phases, grid, false));
   row("persistent, grid barrier, loads early", persistent<false>(d, phases, grid, true));
   row("persistent, release barrier", persistent<true>(d, phases, grid, false));
@@ -334,6 +343,9 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "persistent_kernel: %d blocks per multiprocessor, need 2\n", per_sm);
     return 1;
   }
+  check(cudaFuncSetAttribute(phase_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             kReservedShared),
+        "cudaFuncSetAttribute");
   d.weight_bytes = size_t{17} << 30;  // the bf16 step (16.1 GB) and the copy's 4 GB fit
   check(cudaMalloc(&d.weights, d.weight_bytes), "cudaMalloc (weights)");
   check(cudaMemset(d.weights, 1, d.weight_bytes), "cudaMemset");
