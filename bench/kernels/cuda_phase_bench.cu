@@ -32,6 +32,7 @@ constexpr int kThreads = 256;
 constexpr int kBatch = 8;         // 16-byte loads per thread in one batch (two batches in flight)
 constexpr int kSmallBlocks = 32;  // blocks of a small op (attention's combine: one per head)
 constexpr int kPasses = 20;
+constexpr size_t kMaxPhases = 4095;  // outputs are kept for this many phases (+ one before them)
 // Shared memory a weight-stream kernel may reserve (unused) so that at most two of its blocks fit
 // a multiprocessor, as with specd's matmuls: the next kernel's blocks then start only as this
 // one's leave, not beside them.
@@ -166,7 +167,8 @@ __global__ void __launch_bounds__(kThreads, 2)
 struct Format {
   const char* name;
   double bytes_per_weight;  // codes and their block headers
-  int small_ops_per_layer;  // attention's two kernels (+ x's quantisation before 3 matmuls)
+  bool quantised;           // x is quantised before q/k/v, gate/up and down (int8, int4)
+  int small_ops_per_layer() const { return quantised ? 5 : 2; }  // attention's two, + 3
 };
 
 // The phases of one decode step of the Llama-3.1-8B shape, carved out of `w` in order.
@@ -180,16 +182,15 @@ std::vector<Phase> step_phases(const Format& f, const uint8_t* w, int grid, int6
     at += n16 * 16;
   };
   auto small = [&] { out.push_back({nullptr, 0, kSmallBlocks}); };
-  const bool quantised = f.small_ops_per_layer > 2;
   for (int layer = 0; layer < 32; ++layer) {
-    if (quantised) small();              // x's quantisation (q/k/v)
+    if (f.quantised) small();            // x's quantisation (q/k/v)
     stream((hidden + 2 * kv) * hidden);  // q/k/v
     small();                             // attention: chunks
     small();                             // attention: combine
     stream(hidden * hidden);             // o
-    if (quantised) small();              // x's quantisation (gate/up)
+    if (f.quantised) small();            // x's quantisation (gate/up)
     stream(2 * ffn * hidden);            // gate/up
-    if (quantised) small();              // x's quantisation with SwiGLU (down)
+    if (f.quantised) small();            // x's quantisation with SwiGLU (down)
     stream(ffn * hidden);                // down
   }
   stream(vocab * hidden);  // LM head
@@ -288,8 +289,8 @@ void run(Device& d, const Format& f, double copy) {
   const int grid = 2 * d.sms;
   int64_t bytes = 0;
   const std::vector<Phase> phases = step_phases(f, d.weights, grid, &bytes);
-  if (static_cast<size_t>(bytes) > d.weight_bytes) {
-    std::fprintf(stderr, "not enough device memory for the %s step\n", f.name);
+  if (static_cast<size_t>(bytes) > d.weight_bytes || phases.size() > kMaxPhases) {
+    std::fprintf(stderr, "the %s step does not fit the buffers\n", f.name);
     std::exit(1);
   }
   const int boundaries = static_cast<int>(phases.size()) - 1;
@@ -297,7 +298,7 @@ void run(Device& d, const Format& f, double copy) {
   const double ceiling = chained(d, {all}, grid, false, false);
   const double roofline = bytes / copy;
   std::printf("%s: %.2f GB a step, %zu phases (%d small ops a layer); copy roofline %.3f ms\n",
-              f.name, bytes / 1e9, phases.size(), f.small_ops_per_layer, roofline * 1e3);
+              f.name, bytes / 1e9, phases.size(), f.small_ops_per_layer(), roofline * 1e3);
   auto row = [&](const char* variant, double t) {
     std::printf("  %-42s %7.3f ms  %5.1f%% of the roofline  %5.2f us a boundary\n", variant,
                 t * 1e3, 100 * roofline / t, (t - ceiling) / boundaries * 1e6);
@@ -315,7 +316,7 @@ void run(Device& d, const Format& f, double copy) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const Format formats[] = {{"bf16", 2.0, 2}, {"int8", 1.03125, 5}, {"int4", 0.53125, 5}};
+  const Format formats[] = {{"bf16", 2.0, false}, {"int8", 1.03125, true}, {"int4", 0.53125, true}};
   std::vector<Format> chosen;
   for (int i = 1; i < argc; ++i) {
     bool known = false;
@@ -346,10 +347,10 @@ int main(int argc, char** argv) {
   check(cudaFuncSetAttribute(phase_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                              kReservedShared),
         "cudaFuncSetAttribute");
-  d.weight_bytes = size_t{17} << 30;  // the bf16 step (16.1 GB) and the copy's 4 GB fit
+  d.weight_bytes = size_t{17} << 30;  // the bf16 step (15.0 GB) and the copy's 4 GiB fit
   check(cudaMalloc(&d.weights, d.weight_bytes), "cudaMalloc (weights)");
   check(cudaMemset(d.weights, 1, d.weight_bytes), "cudaMemset");
-  const size_t outs = size_t{4096} * 2 * d.sms;
+  const size_t outs = size_t{kMaxPhases + 1} * 2 * d.sms;
   check(cudaMalloc(&d.outs, outs * sizeof(uint32_t)), "cudaMalloc");
   check(cudaMemset(d.outs, 0, outs * sizeof(uint32_t)), "cudaMemset");
   check(cudaMalloc(&d.arrived, sizeof(unsigned)), "cudaMalloc");
