@@ -280,6 +280,9 @@ void run_bench(BenchOptions& o) {
       Drafter* drafter = mode == "oracle" ? &stand_in : speculations[m].drafter;
       Generator(*target.model, *target.kv, drafter, mode_options(modes[m]).lengths()).warm_up();
     }
+    // Each mode's draft-length policy carries what it learned from prompt to prompt, as in one
+    // `specd serve` process.
+    std::vector<std::shared_ptr<DraftLengthPolicy>> learned(modes.size());
     for (size_t i = 0; i < prompts.size(); ++i) {
       if (progress) std::fprintf(stderr, "\rprompt %zu / %zu", i + 1, prompts.size());
       params.seed = o.seed + i;
@@ -297,6 +300,8 @@ void run_bench(BenchOptions& o) {
           drafter = oracle.get();
         }
         Generator generator(*target.model, *target.kv, drafter, mode_options(modes[m]).lengths());
+        if (learned[m]) generator.share_draft_lengths(learned[m]);
+        learned[m] = generator.draft_lengths();
         record(m, i, generator.generate(GenerateRequest{prompts[i], o.gen_len, params, {}}));
       }
     }

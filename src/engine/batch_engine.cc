@@ -55,6 +55,7 @@ BatchEngine::BatchEngine(Transformer& model, KvCache& kv, const BatchEngineOptio
   options_.draft_length.min_k = std::min(options_.draft_length.min_k, options_.draft_length.max_k);
   options_.draft_length.fixed_k = std::min(options_.draft_length.fixed_k, k_limit);
   options_.sampled_draft_k = std::min(options_.sampled_draft_k, k_limit);
+  learned_.emplace(options_.draft_length);
   SPECD_CHECK(
       !options.prefix_cache || options.prefix_cache->block_tokens() == model.limits().max_rows,
       "prefix cache blocks ({} tokens) must equal the prefill chunk ({} rows)",
@@ -181,7 +182,7 @@ void BatchEngine::admit() {
         s.order = admissions_++;
         s.prefilled = 0;
         s.decoding = false;
-        s.policy.emplace(options_.draft_length);
+        s.policy.emplace(learned_->next_request());
         s.prompt_history.clear();
         s.output_history.clear();
         if (g.sampling.repetition_penalty != 1.0) {
@@ -502,6 +503,7 @@ void BatchEngine::finish(Sequence& seq, const std::string& reason) {
   std::shared_ptr<BatchRequest> request = std::move(seq.request);
   seq.request.reset();
   seq.result.finish_reason = reason;
+  if (seq.policy) learned_ = *seq.policy;
   GenerationStats& stats = seq.result.stats;
   stats.generated_tokens = static_cast<int>(seq.result.tokens.size());
   stats.decode_seconds = seq.decoding ? now_seconds() - seq.decode_start : 0;

@@ -7,6 +7,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <thread>
@@ -114,6 +115,9 @@ class BatchEngine {
   Transformer& model_;
   KvCache& kv_;
   BatchEngineOptions options_;
+  // What the sequences' draft-length policies learned (costs, acceptance): each new sequence
+  // starts from the last finished one's.
+  std::optional<DraftLengthPolicy> learned_;
   int vocab_;
   Verifier verifier_;
   std::vector<std::unique_ptr<Sequence>> slots_;

@@ -16,6 +16,7 @@ Generator::Generator(Transformer& model, KvCache& kv, Drafter* drafter,
       kv_(kv),
       drafter_(drafter),
       draft_length_(draft_length),
+      learned_(std::make_shared<DraftLengthPolicy>(draft_length)),
       slot_(slot),
       queued_(model.backend().queues_work()),
       verifier_(model.config().vocab_size),
@@ -216,7 +217,7 @@ GenerationResult Generator::generate(const GenerateRequest& request,
   context_.assign(request.prompt.begin(), request.prompt.end());
   context_.reserve(n_prompt + request.max_tokens);
   if (drafter_) drafter_->reset();
-  DraftLengthPolicy policy(draft_length_);
+  DraftLengthPolicy policy = learned_->next_request();
   stats.drafted_at.assign(model_.limits().max_logit_rows, 0);
   stats.accepted_at.assign(model_.limits().max_logit_rows, 0);
 
@@ -308,6 +309,7 @@ GenerationResult Generator::generate(const GenerateRequest& request,
     }
   }
   record_last_round(policy, stats);
+  *learned_ = policy;
   stats.generated_tokens = static_cast<int>(result.tokens.size());
   stats.decode_seconds = now_seconds() - decode_start;
   return result;

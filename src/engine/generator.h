@@ -3,6 +3,7 @@
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <vector>
 
 #include "engine/generation.h"
@@ -36,6 +37,14 @@ class Generator {
   // (Backend::queues_work); a stop token then leaves one forward's work unused.
   void set_queued_decoding(bool on) { queued_ = on; }
 
+  // What the draft-length policy learned in this generator's requests (costs, acceptance): each
+  // request starts from it and leaves what it learned there. Generators of the same drafter,
+  // target and draft-length options may share it, so that a new generator starts informed.
+  const std::shared_ptr<DraftLengthPolicy>& draft_lengths() const { return learned_; }
+  void share_draft_lengths(std::shared_ptr<DraftLengthPolicy> learned) {
+    learned_ = std::move(learned);
+  }
+
   // Runs the prompt through the model into the cache (chunks of the model's max rows) and
   // returns the last row's logits. Sets the slot's KV length to the prompt length.
   Tensor prefill(const std::vector<int32_t>& prompt);
@@ -62,6 +71,7 @@ class Generator {
   KvCache& kv_;
   Drafter* drafter_;
   DraftLengthOptions draft_length_;
+  std::shared_ptr<DraftLengthPolicy> learned_;
   int slot_;
   bool queued_;
   Verifier verifier_;

@@ -2,6 +2,7 @@
 #include "spec/draft_length.h"
 
 #include <algorithm>
+#include <iterator>
 
 #include "core/error.h"
 
@@ -14,6 +15,12 @@ constexpr long kExploreEvery = 8;          // rounds between steps off the best 
 constexpr double kOutlier = 3.0;           // cost samples above this times the fit are skipped
 constexpr int kOutliersToAccept = 3;       // ... unless this many rounds in a row are
 constexpr double kPriorWeight = 2.0;       // rounds' worth of weight of an acceptance prior
+constexpr double kCarriedRounds = 4.0;     // rounds' worth of acceptance a next request starts with
+// Lengths of a policy's first rounds, while it cannot fit its costs yet (clamped to the range):
+// spread so that both fits see a slope within a few rounds, each length twice, so that a
+// length's first round (which may record a CUDA graph, and is then left out as an outlier) is
+// followed by a typical one. The first round of all is not recorded.
+constexpr int kWarmUp[] = {3, 3, 1, 1, 5, 5};
 }  // namespace
 
 void DecayedLinearFit::add(double x, double y) {
@@ -84,8 +91,25 @@ int DraftLengthPolicy::best_length() const {
   return best_k;
 }
 
+DraftLengthPolicy DraftLengthPolicy::next_request() const {
+  DraftLengthPolicy next = *this;
+  const double weight = reached_.size() > 1 ? reached_[1] : 0;
+  if (weight > kCarriedRounds) {
+    for (auto* v : {&next.reached_, &next.accepted_}) {
+      for (double& x : *v) x *= kCarriedRounds / weight;
+    }
+  }
+  next.rounds_ = 0;
+  next.recorded_ = 0;
+  next.outliers_in_row_ = 0;
+  return next;
+}
+
 int DraftLengthPolicy::choose() {
   if (options_.fixed_k > 0) return options_.fixed_k;
+  if (warm_up_ < static_cast<int>(std::size(kWarmUp)) && !(draft_.can_fit() && verify_.can_fit())) {
+    return std::clamp(kWarmUp[warm_up_++], options_.min_k, options_.max_k);
+  }
   const int best = best_length();
   if (++rounds_ % kExploreEvery != 0 || options_.min_k == options_.max_k) return best;
   // Alternately one longer and one shorter (the other way at the ends of the range).
@@ -113,6 +137,10 @@ void DraftLengthPolicy::record(int drafted, int accepted, double draft_time, int
       (!verify_.empty() && verify_time > kOutlier * verify_seconds(verify_rows));
   outliers_in_row_ = outlier ? outliers_in_row_ + 1 : 0;
   if (outlier && outliers_in_row_ < kOutliersToAccept) return;
+  if (outlier) {  // the costs have changed: rounds from before would bend the new fits
+    draft_ = DecayedLinearFit(kCostDecay);
+    verify_ = DecayedLinearFit(kCostDecay);
+  }
   if (drafted > 0) draft_.add(drafted, draft_time);
   verify_.add(verify_rows, verify_time);
 }

@@ -18,6 +18,10 @@ class DecayedLinearFit {
   void add(double x, double y);
   // Fits a and b when the x seen so far spread enough to tell a slope; returns false otherwise.
   bool fit(double* a, double* b) const;
+  bool can_fit() const {
+    double a = 0, b = 0;
+    return fit(&a, &b);
+  }
   double mean_x() const { return n_ > 0 ? sx_ / n_ : 0; }
   double mean_y() const { return n_ > 0 ? sy_ / n_ : 0; }
   bool empty() const { return n_ == 0; }
@@ -32,10 +36,15 @@ class DecayedLinearFit {
 // takes a_d + b_d * k (a draft model's first step also runs the tokens accepted last round) and
 // verifying r rows a_v + b_v * r. Expected tokens of a round with k drafts is
 // 1 + sum_{j<=k} prod_{i<=j} alpha_i; its time is draft(k) + verify(k + 1). Every few rounds
-// the length steps one off the best, so that the fits see more than one length.
+// the length steps one off the best, so that the fits see more than one length. Until the
+// fits have seen enough, a fresh policy tries a spread of lengths.
 class DraftLengthPolicy {
  public:
   explicit DraftLengthPolicy(const DraftLengthOptions& options);
+  // The policy for the next request of the same drafter and target: the cost fits as they are
+  // (they belong to the models and the machine), acceptance as a prior of a few rounds' weight
+  // (it depends on the text), the request's own counts reset.
+  DraftLengthPolicy next_request() const;
   int choose();
   // One round's outcome and times; `draft_time` should leave out one-time work (prefilling a
   // fresh context).
@@ -53,6 +62,7 @@ class DraftLengthPolicy {
   DecayedLinearFit draft_, verify_;
   long rounds_ = 0, recorded_ = 0;
   int outliers_in_row_ = 0;
+  int warm_up_ = 0;  // rounds of the warm-up lengths chosen
 };
 
 }  // namespace specd

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -21,13 +22,13 @@ struct Pair {
   double draft(int k) const { return k > 0 ? draft_base + draft_cost * k : 0; }
 };
 
-struct Run {
+struct Throughput {
   double tokens = 0, seconds = 0;
   double rate() const { return tokens / seconds; }
 };
 
 // `rounds` rounds with a fixed length (fixed_k > 0) or the adaptive policy (fixed_k = 0).
-Run simulate(const Pair& pair, int fixed_k, int rounds, uint32_t seed) {
+Throughput simulate(const Pair& pair, int fixed_k, int rounds, uint32_t seed) {
   DraftLengthOptions options;
   options.min_k = 1;
   options.max_k = 8;
@@ -35,7 +36,7 @@ Run simulate(const Pair& pair, int fixed_k, int rounds, uint32_t seed) {
   DraftLengthPolicy policy(options);
   std::mt19937 rng(seed);
   std::uniform_real_distribution<double> uniform(0.0, 1.0);
-  Run run;
+  Throughput run;
   std::vector<bool> seen(options.max_k + 1, false);
   for (int r = 0; r < rounds; ++r) {
     const int k = policy.choose();
@@ -67,9 +68,9 @@ void expect_near_best(const Pair& pair, int rounds = 4000) {
     if (expected_rate(pair, k) > best) best = expected_rate(pair, k), best_k = k;
   }
   // Several requests' worth of rounds; one-time costs count, the fixed length pays none.
-  Run adaptive;
+  Throughput adaptive;
   for (uint32_t seed = 1; seed <= 4000 / rounds; ++seed) {
-    const Run one = simulate(pair, 0, rounds, seed);
+    const Throughput one = simulate(pair, 0, rounds, seed);
     adaptive.tokens += one.tokens;
     adaptive.seconds += one.seconds;
   }
@@ -115,6 +116,15 @@ TEST(DraftLengthPolicy, FindsLongDraftsWithinOneRequest) {
   expect_near_best({0.9, 0.05, 0.3, 0.01, 0.1}, 64);
 }
 
+// Short requests (~32 rounds, 128 tokens) where each verified row costs a third of a step, as a
+// small model on a 2-core AVX2 CPU (measured with the demo pair: verifying 5 rows 1.9-2.0x a
+// decode step, 9 rows 2.8-3.3x, a draft token 0.2x): a fresh policy must not spend the request
+// on drafts far too long.
+TEST(DraftLengthPolicy, ShortRequestsWhenRowsCost) {
+  expect_near_best({0.85, 0.2, 0.7, 0.3, 0.3}, 32);
+  expect_near_best({0.7, 0.2, 0.7, 0.3, 0.3}, 32);
+}
+
 // Drafts that are almost never accepted: one draft token (the minimum) wastes least.
 TEST(DraftLengthPolicy, StaysShortWhenDraftsAreRejected) {
   expect_near_best({0.05, 0.3, 1.0, 0.05, 0.3});
@@ -136,6 +146,64 @@ TEST(DraftLengthPolicy, CostFitsSkipSpikesButFollowLastingChanges) {
   }
   EXPECT_NEAR(policy.verify_seconds(4), 5.2, 0.3);
   EXPECT_NEAR(policy.draft_seconds(4), 2.0, 0.2);
+}
+
+// A request that starts from the last one's policy keeps its costs and needs no start-up
+// rounds; the acceptance it carries weighs only a few rounds, so the new text takes over fast.
+TEST(DraftLengthPolicy, NextRequestStartsFromWhatWasLearned) {
+  DraftLengthOptions options;
+  DraftLengthPolicy policy(options);
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<double> uniform(0.0, 1.0);
+  for (int r = 0; r < 200; ++r) {
+    const int k = policy.choose();
+    int accepted = 0;
+    while (accepted < k && uniform(rng) < 0.9) ++accepted;
+    policy.record(k, accepted, 0.2 * k, k + 1, 0.7 + 0.3 * (k + 1));
+  }
+  DraftLengthPolicy next = policy.next_request();
+  EXPECT_DOUBLE_EQ(next.verify_seconds(5), policy.verify_seconds(5));
+  EXPECT_DOUBLE_EQ(next.draft_seconds(3), policy.draft_seconds(3));
+  EXPECT_NEAR(next.acceptance(1), policy.acceptance(1), 0.05);  // a prior of a few rounds
+  const int first = next.choose();
+  EXPECT_EQ(first, policy.next_request().choose());  // no warm-up schedule: the best length
+  EXPECT_GE(first, 2);
+  EXPECT_LE(first, 4);
+  // Ten rounds of rejected drafts in the new request bring its choice down to the shortest.
+  for (int r = 0; r < 10; ++r) {
+    const int k = next.choose();
+    next.record(k, 0, 0.2 * k, k + 1, 0.7 + 0.3 * (k + 1));
+  }
+  EXPECT_EQ(next.choose(), 1);
+}
+
+// Requests that each start from the one before: even short ones run near the best length.
+TEST(DraftLengthPolicy, CarriedEstimatesKeepShortRequestsNearTheBest) {
+  for (const Pair& pair : {Pair{0.85, 0.2, 0.7, 0.3, 0.3}, Pair{0.95, 0.11, 0.26, 0.0, 0.1}}) {
+    double best = 0;
+    for (int k = 1; k <= 8; ++k) best = std::max(best, expected_rate(pair, k));
+    DraftLengthOptions options;
+    DraftLengthPolicy policy(options);
+    std::mt19937 rng(3);
+    std::uniform_real_distribution<double> uniform(0.0, 1.0);
+    Throughput run;
+    for (int request = 0; request < 100; ++request) {
+      DraftLengthPolicy current = policy.next_request();
+      for (int r = 0; r < 32; ++r) {
+        const int k = current.choose();
+        int accepted = 0;
+        while (accepted < k && uniform(rng) < pair.alpha) ++accepted;
+        const double jitter = 1.0 + pair.noise * (uniform(rng) - 0.5);
+        const double draft = pair.draft(k) * jitter;
+        const double verify = (pair.verify_base + pair.verify_per_row * (k + 1)) * jitter;
+        current.record(k, accepted, draft, k + 1, verify);
+        run.tokens += accepted + 1;
+        run.seconds += draft + verify;
+      }
+      policy = current;
+    }
+    EXPECT_GT(run.rate(), 0.96 * best) << "alpha " << pair.alpha;
+  }
 }
 
 TEST(DraftLengthPolicy, FixedLengthIsKept) {
