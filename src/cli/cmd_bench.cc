@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <numeric>
 
+#include "cli/acceptance_trace.h"
 #include "cli/bench_concurrent.h"
 #include "cli/bench_modes.h"
 #include "cli/bench_plot.h"
@@ -48,7 +49,8 @@ struct BenchOptions {
   int concurrency = 0;  // > 0: prompts through the batch engine, this many together
   bool json = false;
   std::string out;
-  std::string plot;  // SVG charts of the results
+  std::string plot;              // SVG charts of the results
+  std::string acceptance_trace;  // file: acceptance lengths and costs for replaying policies
 };
 
 // One row of the table: a mode's totals over all prompts.
@@ -105,20 +107,6 @@ double bytes_per_decode_token(const LoadedModel& m, double avg_context) {
   if (!m.config.tie_word_embeddings) bytes -= static_cast<double>(w.embed.bytes());
   double kv_entry = 2.0 * m.config.n_layers * m.config.kv_dim() * dtype_size(m.kv->shape().dtype);
   return bytes + kv_entry * avg_context;
-}
-
-// Seconds of one forward of `rows` rows continuing `prompt` (the cache holds it).
-double time_forward(LoadedModel& m, const std::vector<int32_t>& prompt, int rows) {
-  std::vector<int32_t> tokens(rows), positions(rows);
-  for (int i = 0; i < rows; ++i) {
-    tokens[i] = prompt[i % prompt.size()];
-    positions[i] = static_cast<int32_t>(prompt.size()) + i;
-  }
-  ForwardBatch batch{rows, tokens.data(), positions.data()};
-  const double start = now_seconds();
-  m.model->forward(batch, *m.kv);
-  m.backend->synchronize();
-  return now_seconds() - start;
 }
 
 // Verifying k + 1 = 5 and 9 rows against one decode step (forwards continuing `prompt`). The three
@@ -204,6 +192,14 @@ void run_bench(BenchOptions& o) {
     SPECD_CHECK(o.concurrency == 0 || mode.drafter != "oracle",
                 "--concurrency runs the serving engine, which has no oracle");
   }
+  // The drafter an acceptance trace records: the first mode's with one (not the oracle's).
+  const auto traced = std::find_if(modes.begin(), modes.end(), [](const BenchMode& mode) {
+    return mode.drafter != "none" && mode.drafter != "oracle";
+  });
+  SPECD_CHECK(o.acceptance_trace.empty() ||
+                  (traced != modes.end() && o.temperature == 0 && o.concurrency == 0),
+              "--acceptance-trace needs a drafting mode (draft, ngram or ngram+draft), "
+              "--temperature 0 and no --concurrency");
   o.load.slots = std::max(1, o.concurrency);
   const int default_prompts = std::max(4, 4 * o.concurrency);  // random prompts
   o.load.kv_dtype = parse_kv_dtype(o.kv_dtype);
@@ -215,8 +211,11 @@ void run_bench(BenchOptions& o) {
                              : read_prompt_file(o.prompts_file, tokenizer.get(), o.num_prompts);
   size_t longest = 0;
   for (const auto& p : prompts) longest = std::max(longest, p.size());
-  // Room for the generated tokens and for the 9 rows of the verification timing below.
-  if (o.load.context == 0) o.load.context = static_cast<int>(longest) + std::max(o.gen_len, 9) + 1;
+  // Room for the generated tokens and for the rows of the verification timing below (9, and
+  // --draft-max + 1 for an acceptance trace).
+  if (o.load.context == 0) {
+    o.load.context = static_cast<int>(longest) + std::max({o.gen_len, 9, o.spec.draft_max + 1}) + 1;
+  }
   o.load.progress = !o.json;
   const int threads = o.load.threads > 0 ? o.load.threads : ThreadPool::hardware_threads();
   o.load.threads = threads;
@@ -304,6 +303,11 @@ void run_bench(BenchOptions& o) {
         learned[m] = generator.draft_lengths();
         record(m, i, generator.generate(GenerateRequest{prompts[i], o.gen_len, params, {}}));
       }
+    }
+    if (!o.acceptance_trace.empty()) {
+      Drafter& drafter = *speculations[static_cast<size_t>(traced - modes.begin())].drafter;
+      write_acceptance_trace(o.acceptance_trace, target, drafter, o.spec.draft_max, prompts,
+                             plain_outputs);
     }
   }
   if (!o.json) {
@@ -450,6 +454,10 @@ void register_bench_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_flag("--json", options->json, "Print the results as JSON");
   cmd->add_option("-o,--out", options->out, "Also write the JSON results to this file");
+  cmd->add_option("--acceptance-trace", options->acceptance_trace,
+                  "Write how many tokens of a --draft-max draft the target accepts at every "
+                  "position of each prompt's plain output, with the measured costs of drafting "
+                  "and verifying, as JSON (for replaying draft-length policies; T = 0)");
   cmd->add_option("--plot", options->plot,
                   "Also draw the results as an SVG file: tok/s of each mode against the roofline, "
                   "acceptance rate by draft position");
