@@ -59,9 +59,10 @@ void write_acceptance_trace(const std::string& path, LoadedModel& target, Drafte
   DraftProposal proposal;
   proposal.tokens.reserve(max_k);
   nlohmann::ordered_json acceptance = nlohmann::ordered_json::array();
+  nlohmann::ordered_json proposed = nlohmann::ordered_json::array();
   for (size_t i = 0; i < prompts.size(); ++i) {
     const std::vector<int32_t>& out = outputs[i];
-    std::vector<int> lengths;
+    std::vector<int> lengths, sizes;
     drafter.reset();
     drafter.prefill(prompts[i]);
     for (size_t p = 1; p < out.size(); ++p) {
@@ -69,8 +70,10 @@ void write_acceptance_trace(const std::string& path, LoadedModel& target, Drafte
       int n = 0;
       while (n < proposal.size() && p + n < out.size() && proposal.tokens[n] == out[p + n]) ++n;
       lengths.push_back(n);
+      sizes.push_back(proposal.size());
     }
     acceptance.push_back(lengths);
+    proposed.push_back(sizes);
   }
 
   // Drafting k tokens one token further into the first prompt's output each time, as a round
@@ -98,7 +101,8 @@ void write_acceptance_trace(const std::string& path, LoadedModel& target, Drafte
   nlohmann::ordered_json trace = {{"max_k", max_k},
                                   {"draft_seconds", draft_seconds},
                                   {"verify_seconds", verify_seconds},
-                                  {"acceptance", acceptance}};
+                                  {"acceptance", acceptance},
+                                  {"proposed", proposed}};
   write_text_file(path, trace.dump() + "\n");
 }
 

@@ -14,10 +14,10 @@ constexpr double kCostDecay = 0.99;        // costs change slowly (context lengt
 constexpr long kExploreEvery = 8;          // rounds between steps off the best length
 constexpr double kOutlier = 3.0;           // cost samples above this times the fit are skipped
 constexpr int kOutliersToAccept = 3;       // ... unless this many rounds in a row are
-// Rounds' worth of weight of an acceptance prior: replayed on the demo pair's recorded text
-// (draft_length_replay_test.cc), 12 rather than 2 took the adaptive length from 0.95-0.97 to
-// 0.99-1.00 of the best fixed length's rate with 2-core CPU costs, and no lower with GPU costs.
-constexpr double kPriorWeight = 12.0;
+constexpr double kPriorWeight = 2.0;       // rounds' worth of weight of an acceptance prior
+// Rounds' worth of timings of a row count after which its own mean stands for it instead of
+// the linear fit (verification costs can jump where a kernel takes another pass over the weights).
+constexpr double kSeenRounds = 2.0;
 constexpr double kCarriedRounds = 4.0;  // rounds' worth of acceptance a next request starts with
 // Lengths of a policy's first rounds, while it cannot fit its costs yet (clamped to the range):
 // spread so that both fits see a slope within a few rounds, each length twice, so that a
@@ -48,6 +48,7 @@ DraftLengthPolicy::DraftLengthPolicy(const DraftLengthOptions& options)
               "draft lengths must satisfy 0 <= draft-min <= draft-max");
   SPECD_CHECK(options.fixed_k >= 0, "--draft-fixed must be >= 0");
   int n = std::max(options.max_k, options.fixed_k) + 1;
+  verify_at_.assign(n + 1, DecayedMean{});
   reached_.assign(n, 0);
   accepted_.assign(n, 0);
 }
@@ -71,6 +72,9 @@ double DraftLengthPolicy::draft_seconds(int k) const {
 }
 
 double DraftLengthPolicy::verify_seconds(int rows) const {
+  if (rows < static_cast<int>(verify_at_.size()) && verify_at_[rows].weight >= kSeenRounds) {
+    return verify_at_[rows].sum / verify_at_[rows].weight;
+  }
   double a = 0, b = 0;
   if (verify_.fit(&a, &b)) return std::max(1e-9, a) + std::max(0.0, b) * rows;
   return verify_.empty() ? 1.0 : verify_.mean_y();  // one row count seen: assume it flat
@@ -143,9 +147,15 @@ void DraftLengthPolicy::record(int drafted, int accepted, double draft_time, int
   if (outlier) {  // the costs have changed: rounds from before would bend the new fits
     draft_ = DecayedLinearFit(kCostDecay);
     verify_ = DecayedLinearFit(kCostDecay);
+    for (DecayedMean& m : verify_at_) m = {};
   }
   if (drafted > 0) draft_.add(drafted, draft_time);
   verify_.add(verify_rows, verify_time);
+  for (DecayedMean& m : verify_at_) m.sum *= kCostDecay, m.weight *= kCostDecay;
+  if (verify_rows < static_cast<int>(verify_at_.size())) {
+    verify_at_[verify_rows].sum += verify_time;
+    verify_at_[verify_rows].weight += 1;
+  }
 }
 
 }  // namespace specd

@@ -34,10 +34,11 @@ class DecayedLinearFit {
 // Keeps exponentially decayed estimates of the acceptance probability at each draft position
 // (given the earlier ones were accepted), and of the costs as linear fits: drafting k tokens
 // takes a_d + b_d * k (a draft model's first step also runs the tokens accepted last round) and
-// verifying r rows a_v + b_v * r. Expected tokens of a round with k drafts is
-// 1 + sum_{j<=k} prod_{i<=j} alpha_i; its time is draft(k) + verify(k + 1). Every few rounds
-// the length steps one off the best, so that the fits see more than one length. Until the
-// fits have seen enough, a fresh policy tries a spread of lengths.
+// verifying r rows a_v + b_v * r, or the decayed mean of r rows' own times once a few rounds
+// have verified r rows (costs can jump where a kernel takes another pass). Expected tokens of a
+// round with k drafts is 1 + sum_{j<=k} prod_{i<=j} alpha_i; its time is draft(k) + verify(k + 1).
+// Every few rounds the length steps one off the best, so that the fits see more than one length.
+// Until the fits have seen enough, a fresh policy tries a spread of lengths.
 class DraftLengthPolicy {
  public:
   explicit DraftLengthPolicy(const DraftLengthOptions& options);
@@ -60,6 +61,10 @@ class DraftLengthPolicy {
   DraftLengthOptions options_;
   std::vector<double> reached_, accepted_;  // decayed counts per draft position
   DecayedLinearFit draft_, verify_;
+  struct DecayedMean {
+    double sum = 0, weight = 0;
+  };
+  std::vector<DecayedMean> verify_at_;  // verification times by row count, decayed as the fit
   long rounds_ = 0, recorded_ = 0;
   int outliers_in_row_ = 0;
   int warm_up_ = 0;  // rounds of the warm-up lengths chosen
